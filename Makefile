@@ -1,0 +1,72 @@
+# Undoable: `make run` serves the app on http://127.0.0.1:8000, `make test` runs the tests.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+ROOTFS := var/sandbox-rootfs
+SANDBOX_IMAGE ?= undoable-sandbox:latest
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test test-unit test-browser bench loadtest lint format sandbox-image sandbox-rootfs \
+        docker-image prereqs migrate frontend clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+prereqs:
+	@command -v bwrap >/dev/null || { echo "bubblewrap is missing. Run: sudo apt-get install -y bubblewrap debootstrap"; exit 1; }
+
+$(ROOTFS)/etc/undoable-rootfs-built:
+	bash executor/image/build-rootfs.sh $(ROOTFS)
+
+sandbox-rootfs: prereqs $(ROOTFS)/etc/undoable-rootfs-built
+
+# The Docker backend's image: the same root filesystem, imported without any registry pull.
+sandbox-image: sandbox-rootfs
+	bash executor/image/import-image.sh $(ROOTFS) $(SANDBOX_IMAGE)
+
+migrate: $(VENV)/.installed
+	$(PY) manage.py migrate --noinput
+
+run: $(VENV)/.installed sandbox-rootfs migrate
+	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) webapp.asgi:application
+
+test: $(VENV)/.installed sandbox-rootfs test-unit test-browser
+
+test-unit: $(VENV)/.installed
+	$(PY) -m pytest -m "not browser and not fault" $(PYTEST_ARGS)
+
+# Playwright's sync API runs its own event loop; keep it out of the asyncio tests' process.
+test-browser: $(VENV)/.installed
+	$(PY) -m pytest -m browser $(PYTEST_ARGS)
+
+test-fault: $(VENV)/.installed
+	$(PY) -m pytest -m fault $(PYTEST_ARGS)
+
+bench: $(VENV)/.installed sandbox-rootfs
+	$(PY) tests/bench/bench_executor.py
+	$(PY) tests/bench/bench_api.py
+	$(PY) tests/bench/bench_stream.py
+
+loadtest: $(VENV)/.installed sandbox-rootfs
+	$(PY) tests/bench/loadtest.py
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy executor webapp
+
+format: $(VENV)/.installed
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+# Rebuild static/vendor/ (committed, so running the app never needs Node).
+frontend:
+	cd static/frontend && npm install --no-audit --no-fund && npm run build
+
+clean:
+	rm -rf $(VENV) var/tmp

@@ -1,0 +1,32 @@
+"""The interface every sandbox backend implements."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from executor.cancel import CancelToken
+from executor.limits import Limits
+from executor.result import OutputChunk, RunResult
+from executor.spec import RunSpec
+
+OutputCallback = Callable[[OutputChunk], None]
+
+
+class Backend(Protocol):
+    name: str
+
+    def self_check(self) -> None:
+        """Raise BackendUnavailable with a clear message unless this backend can run safely."""
+
+    def run(
+        self,
+        spec: RunSpec,
+        *,
+        limits: Limits,
+        on_output: OutputCallback | None = None,
+        cancel: CancelToken | None = None,
+    ) -> RunResult: ...
+
+    def close(self) -> None:
+        """Stop warm pools and remove everything this backend started."""

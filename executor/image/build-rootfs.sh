@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Build the sandbox root filesystem with debootstrap (no registry pull; Debian's mirror only).
+# The bwrap backend mounts this folder read-only as /; `docker import` turns it into the
+# Docker backend's image, so both backends run exactly the same programs.
+#
+#   build-rootfs.sh DEST        (needs root and the debootstrap package)
+set -euo pipefail
+
+dest=${1:?usage: build-rootfs.sh DEST}
+suite=${SANDBOX_SUITE:-bookworm}
+mirror=${SANDBOX_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)}
+mirror=${mirror:-http://deb.debian.org/debian}
+# What user code may import, beyond the standard library. Keep in step with README.md.
+packages=python3,python3-requests,python3-psycopg2,python3-pip,python3-numpy,ca-certificates,sqlite3,procps
+
+if [ "$(id -u)" != 0 ]; then
+  echo "build-rootfs.sh needs root (debootstrap). Run: sudo make sandbox-image" >&2
+  exit 1
+fi
+command -v debootstrap >/dev/null || {
+  echo "debootstrap is missing. Run: sudo apt-get install -y debootstrap" >&2
+  exit 1
+}
+
+tmp="$dest.tmp"
+rm -rf "$tmp"
+debootstrap --variant=minbase --include="$packages" "$suite" "$tmp" "$mirror"
+
+# The unprivileged user programs run as, inside both backends.
+chroot "$tmp" groupadd --gid 1000 sandbox
+chroot "$tmp" useradd --uid 1000 --gid 1000 --home-dir /workspace --no-create-home --shell /bin/bash sandbox
+mkdir -p "$tmp/workspace" && chown 1000:1000 "$tmp/workspace"
+
+# Nothing a sandbox needs: package caches, docs, apt state, setuid bits.
+rm -rf "$tmp"/var/cache/apt/* "$tmp"/var/lib/apt/lists/* "$tmp"/usr/share/doc/* \
+  "$tmp"/usr/share/man/* "$tmp"/usr/share/locale/* "$tmp"/var/log/*
+find "$tmp" -xdev -perm /6000 -type f -exec chmod ug-s {} +
+: > "$tmp/etc/shadow"
+echo "sandbox" > "$tmp/etc/hostname"
+printf '127.0.0.1 localhost sandbox\n::1 localhost\n' > "$tmp/etc/hosts"
+date -u +%FT%TZ > "$tmp/etc/undoable-rootfs-built"
+
+rm -rf "$dest"
+mv "$tmp" "$dest"
+echo "sandbox root filesystem ready in $dest"

@@ -1,0 +1,36 @@
+"""What a run produced. Frozen: a result is a record, never updated after the fact."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Stream = Literal["stdout", "stderr"]
+
+
+@dataclass(frozen=True)
+class OutputChunk:
+    seq: int  # 0, 1, 2, ... across both streams, in the order we read them
+    stream: Stream
+    text: str  # decoded UTF-8 (replacement for invalid bytes); never splits a character
+
+
+@dataclass(frozen=True)
+class RunResult:
+    exit_code: int | None  # None when the program was killed by a signal
+    signal: int | None  # the signal that killed it, if any; os._exit(137) is exit_code=137
+    stdout: str
+    stderr: str
+    timed_out: bool
+    oom_killed: bool
+    truncated: bool  # output went past max_output_bytes and the program was stopped
+    duration_s: float
+    cancelled: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not (self.timed_out or self.oom_killed or self.cancelled)
+
+    @property
+    def duration_ms(self) -> int:
+        return round(self.duration_s * 1000)

@@ -1,0 +1,51 @@
+"""What to run: the program, its inputs and the environment it may see."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from executor.errors import InvalidSpec
+
+LANGUAGES = ("python", "bash")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+def validate_relative_path(name: str) -> PurePosixPath:
+    """A file name inside the working directory: relative, no '..', no NUL, not empty."""
+    if not name or "\x00" in name or name.startswith("/") or "\\" in name:
+        raise InvalidSpec(f"invalid file name: {name!r}")
+    path = PurePosixPath(name)
+    if any(part in ("..", "") for part in path.parts) or path.parts[0] == ".":
+        raise InvalidSpec(f"invalid file name: {name!r}")
+    if len(path.parts) > 16 or len(name) > 255:
+        raise InvalidSpec(f"file name too long: {name[:40]!r}...")
+    return path
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    code: str
+    language: str = "python"
+    files: dict[str, bytes] = field(default_factory=dict)
+    stdin: bytes = b""
+    # Only these variables reach the program; the host environment never does.
+    env: dict[str, str] = field(default_factory=dict)
+    # Echo the value of bare expressions, like the interactive interpreter.
+    interpreter_mode: bool = False
+    # For network="allowlist": the only hosts the egress proxy lets through.
+    allowed_hosts: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.language not in LANGUAGES:
+            raise InvalidSpec(f"unknown language {self.language!r}; use one of {LANGUAGES}")
+        if "\x00" in self.code:
+            raise InvalidSpec("code contains a NUL byte")
+        for name in self.files:
+            validate_relative_path(name)
+        for key, value in self.env.items():
+            if not _ENV_NAME.match(key):
+                raise InvalidSpec(f"invalid environment variable name: {key!r}")
+            if "\x00" in value:
+                raise InvalidSpec(f"environment variable {key} contains a NUL byte")

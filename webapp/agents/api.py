@@ -1,0 +1,3 @@
+from ninja import NinjaAPI
+
+api = NinjaAPI(title="Undoable API", version="1", urls_namespace="api")

@@ -1,0 +1,3 @@
+from webapp.queries.routing import websocket_urlpatterns
+
+__all__ = ["websocket_urlpatterns"]

@@ -1,0 +1,205 @@
+"""Undoable settings: one file, every knob an environment variable read through webapp.env.
+
+Embedded default (no variables set): SQLite in var/, in-memory channel layer, runs executed by an
+in-process thread pool, bubblewrap sandbox. Production: DATABASE_URL (PostgreSQL) and REDIS_URL
+(Celery broker + channels_redis), with `celery worker` processes running the sandboxes.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+
+from webapp.env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_secret,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("UNDOABLE_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _embedded_secret_key() -> str:
+    # A single-machine install keeps its key in var/ so sessions survive restarts.
+    path = VAR_DIR / "secret-key"
+    if not path.exists():
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
+SECRET_KEY = env_secret("DJANGO_SECRET_KEY") or _embedded_secret_key()
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("DJANGO_BEHIND_TLS_PROXY") else None
+)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", False)
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "social_django",
+    "webapp.accounts",
+    "webapp.queries",
+    "webapp.shares",
+    "webapp.agents",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "social_django.middleware.SocialAuthExceptionMiddleware",
+]
+
+ROOT_URLCONF = "webapp.urls"
+ASGI_APPLICATION = "webapp.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "social_django.context_processors.backends",
+                "webapp.accounts.context_processors.login_options",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = env_secret("DATABASE_URL")
+DATABASES = {
+    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+    if DATABASE_URL
+    else {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": VAR_DIR / "db.sqlite3",
+        # Runs stream chunks from worker threads while pages read: wait for the write lock.
+        "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+    }
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+AUTHENTICATION_BACKENDS = [
+    "social_core.backends.google.GoogleOAuth2",
+    "django.contrib.auth.backends.ModelBackend",
+]
+LOGIN_URL = "accounts:login"
+LOGIN_REDIRECT_URL = "queries:home"
+LOGOUT_REDIRECT_URL = "queries:home"
+
+# Google login (social-auth-app-django). The button shows only when both are set.
+SOCIAL_AUTH_GOOGLE_OAUTH2_KEY = env_str("GOOGLE_OAUTH2_KEY")
+SOCIAL_AUTH_GOOGLE_OAUTH2_SECRET = env_secret("GOOGLE_OAUTH2_SECRET")
+SOCIAL_AUTH_JSONFIELD_ENABLED = True
+SOCIAL_AUTH_URL_NAMESPACE = "social"
+SOCIAL_AUTH_LOGIN_ERROR_URL = "/accounts/login/"
+SOCIAL_AUTH_REDIRECT_IS_HTTPS = env_bool("DJANGO_SECURE_COOKIES", False)
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+WHITENOISE_USE_FINDERS = True
+
+# --- Queue, channel layer and where runs execute -------------------------------------------
+REDIS_URL = env_secret("REDIS_URL")
+# "threads": in-process worker pool (embedded default). "celery": separate celery workers.
+RUNNER = env_choice("UNDOABLE_RUNNER", "celery" if REDIS_URL else "threads", ("threads", "celery"))
+RUNNER_THREADS = env_int("UNDOABLE_RUNNER_THREADS", 4, minimum=1)
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
+    }
+    if REDIS_URL
+    else {"BACKEND": "channels.layers.InMemoryChannelLayer"}
+}
+
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None  # results live in the database; nothing else to leak into Redis
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = False
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = env_int("UNDOABLE_TASK_TIME_LIMIT_S", 900, minimum=10)
+CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# Credentials travel to Celery workers under a one-shot Redis key with this lifetime.
+CREDENTIAL_TTL_S = env_int("UNDOABLE_CREDENTIAL_TTL_S", 120, minimum=5)
+
+# --- Sandbox -------------------------------------------------------------------------------
+EXECUTOR_BACKEND = env_choice("EXECUTOR_BACKEND", "bwrap", ("bwrap", "docker"))
+EXECUTOR_ROOTFS = Path(env_str("EXECUTOR_ROOTFS", str(VAR_DIR / "sandbox-rootfs")))
+EXECUTOR_DOCKER_IMAGE = env_str("EXECUTOR_DOCKER_IMAGE", "undoable-sandbox:latest")
+EXECUTOR_WARM_POOL_SIZE = env_int("EXECUTOR_WARM_POOL_SIZE", 4, minimum=0)
+# Server-side caps; a request may only lower them.
+EXECUTOR_WALL_TIME_S = env_float("EXECUTOR_WALL_TIME_S", 60.0, minimum=0.1)
+EXECUTOR_CPU_TIME_S = env_float("EXECUTOR_CPU_TIME_S", 60.0, minimum=0.1)
+EXECUTOR_MEMORY_MIB = env_int("EXECUTOR_MEMORY_MIB", 512, minimum=16)
+EXECUTOR_MAX_PIDS = env_int("EXECUTOR_MAX_PIDS", 128, minimum=4)
+EXECUTOR_MAX_OUTPUT_BYTES = env_int("EXECUTOR_MAX_OUTPUT_BYTES", 1_000_000, minimum=1024)
+EXECUTOR_MAX_FILE_SIZE_MIB = env_int("EXECUTOR_MAX_FILE_SIZE_MIB", 64, minimum=1)
+EXECUTOR_WORKDIR_QUOTA_MIB = env_int("EXECUTOR_WORKDIR_QUOTA_MIB", 256, minimum=1)
+# Tests reach local fake services (Slack-like API, PostgreSQL) through the egress proxy.
+EXECUTOR_EGRESS_ALLOW_PRIVATE = env_bool("EXECUTOR_EGRESS_ALLOW_PRIVATE", False)
+
+# --- LLM -----------------------------------------------------------------------------------
+LLM_BASE_URL = env_str("LLM_BASE_URL")
+LLM_API_KEY = env_secret("LLM_API_KEY")
+LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
+LLM_TIMEOUT_S = env_float("LLM_TIMEOUT_S", 60.0, minimum=1)
+
+# --- Logging: one JSON object per line, so logs can be searched and shipped. --------------
+LOG_LEVEL = env_str("UNDOABLE_LOG_LEVEL", "INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"json": {"()": "webapp.logging.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "webapp.queries",
     "webapp.shares",
     "webapp.agents",
+    "webapp.workspaces",
 ]
 
 MIDDLEWARE = [

@@ -2,12 +2,16 @@ from django.contrib import admin
 from django.urls import include, path
 
 from webapp.agents.api import api
+from webapp.health import healthz
 
 urlpatterns = [
     path("", include("webapp.queries.urls")),
     path("accounts/", include("webapp.accounts.urls")),
     path("social/", include("social_django.urls", namespace="social")),
+    path("history/", include("webapp.history.urls")),
     path("s/", include("webapp.shares.urls")),
+    path("workspaces/", include("webapp.workspaces.urls")),
+    path("healthz", healthz, name="healthz"),
     path("api/", api.urls),
     path("admin/", admin.site.urls),
 ]

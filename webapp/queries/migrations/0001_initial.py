@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,76 +14,147 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Query',
+            name="Query",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('prompt', models.TextField()),
-                ('kind', models.CharField(choices=[('python', 'Python (output only)'), ('rest', 'REST API call'), ('fs', 'Files in a workspace'), ('db', 'Database')], default='python', max_length=16)),
-                ('language', models.CharField(default='python', max_length=16)),
-                ('forward_code', models.TextField(blank=True)),
-                ('reverse_code', models.TextField(blank=True)),
-                ('generated_forward_code', models.TextField(blank=True)),
-                ('generated_reverse_code', models.TextField(blank=True)),
-                ('explanation', models.TextField(blank=True)),
-                ('hosts', models.JSONField(blank=True, default=list)),
-                ('credential_names', models.JSONField(blank=True, default=list)),
-                ('reversible', models.BooleanField(default=True)),
-                ('generation_error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='queries', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("prompt", models.TextField()),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("python", "Python (output only)"),
+                            ("rest", "REST API call"),
+                            ("fs", "Files in a workspace"),
+                            ("db", "Database"),
+                        ],
+                        default="python",
+                        max_length=16,
+                    ),
+                ),
+                ("language", models.CharField(default="python", max_length=16)),
+                ("forward_code", models.TextField(blank=True)),
+                ("reverse_code", models.TextField(blank=True)),
+                ("generated_forward_code", models.TextField(blank=True)),
+                ("generated_reverse_code", models.TextField(blank=True)),
+                ("explanation", models.TextField(blank=True)),
+                ("hosts", models.JSONField(blank=True, default=list)),
+                ("credential_names", models.JSONField(blank=True, default=list)),
+                ("reversible", models.BooleanField(default=True)),
+                ("generation_error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="queries",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Run',
+            name="Run",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('direction', models.CharField(choices=[('forward', 'Forward'), ('reverse', 'Reverse (undo)')], max_length=8)),
-                ('code', models.TextField()),
-                ('language', models.CharField(default='python', max_length=16)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('timed_out', 'Timed out'), ('cancelled', 'Cancelled')], db_index=True, default='queued', max_length=16)),
-                ('exit_code', models.IntegerField(blank=True, null=True)),
-                ('signal', models.IntegerField(blank=True, null=True)),
-                ('timed_out', models.BooleanField(default=False)),
-                ('oom_killed', models.BooleanField(default=False)),
-                ('truncated', models.BooleanField(default=False)),
-                ('error', models.TextField(blank=True)),
-                ('output_bytes', models.PositiveIntegerField(default=0)),
-                ('output_cap_bytes', models.PositiveIntegerField(default=1000000)),
-                ('cancel_requested', models.BooleanField(default=False)),
-                ('worker', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('query', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='queries.query')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "direction",
+                    models.CharField(
+                        choices=[("forward", "Forward"), ("reverse", "Reverse (undo)")],
+                        max_length=8,
+                    ),
+                ),
+                ("code", models.TextField()),
+                ("language", models.CharField(default="python", max_length=16)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("timed_out", "Timed out"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        db_index=True,
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("exit_code", models.IntegerField(blank=True, null=True)),
+                ("signal", models.IntegerField(blank=True, null=True)),
+                ("timed_out", models.BooleanField(default=False)),
+                ("oom_killed", models.BooleanField(default=False)),
+                ("truncated", models.BooleanField(default=False)),
+                ("error", models.TextField(blank=True)),
+                ("output_bytes", models.PositiveIntegerField(default=0)),
+                ("output_cap_bytes", models.PositiveIntegerField(default=1000000)),
+                ("cancel_requested", models.BooleanField(default=False)),
+                ("worker", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "query",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="runs",
+                        to="queries.query",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='RunChunk',
+            name="RunChunk",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.PositiveIntegerField()),
-                ('stream', models.CharField(max_length=6)),
-                ('text', models.TextField()),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='chunks', to='queries.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("seq", models.PositiveIntegerField()),
+                ("stream", models.CharField(max_length=6)),
+                ("text", models.TextField()),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="chunks",
+                        to="queries.run",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['seq'],
+                "ordering": ["seq"],
             },
         ),
         migrations.AddIndex(
-            model_name='query',
-            index=models.Index(fields=['owner', '-created_at'], name='queries_que_owner_i_fcf7fa_idx'),
+            model_name="query",
+            index=models.Index(
+                fields=["owner", "-created_at"], name="queries_que_owner_i_fcf7fa_idx"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='runchunk',
-            constraint=models.UniqueConstraint(fields=('run', 'seq'), name='unique_run_chunk_seq'),
+            model_name="runchunk",
+            constraint=models.UniqueConstraint(fields=("run", "seq"), name="unique_run_chunk_seq"),
         ),
     ]

@@ -1,0 +1,124 @@
+"""Credentials reach a run exactly once: in-process (threads mode) or one-shot Redis (Celery)."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+
+import pytest
+import redis
+from django.test import override_settings
+
+from webapp.credentials import handoff
+from webapp.credentials.handoff import credentials_stash, credentials_take
+
+REDIS_URL = "redis://127.0.0.1:6379/13"
+SECRET = "xoxb-handoff-canary-7f3a"
+
+
+@pytest.fixture
+def threads_mode() -> Iterator[None]:
+    with override_settings(RUNNER="threads", CREDENTIAL_TTL_S=60):
+        yield
+
+
+@pytest.fixture
+def redis_db() -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(REDIS_URL)
+    client.flushdb()
+    with override_settings(RUNNER="celery", REDIS_URL=REDIS_URL, CREDENTIAL_TTL_S=30):
+        yield client
+    client.flushdb()
+    client.close()
+
+
+def take_concurrently(run_id: int, readers: int) -> list[dict[str, str]]:
+    start = threading.Barrier(readers)
+    results: list[dict[str, str]] = []
+
+    def read() -> None:
+        start.wait(timeout=10)
+        results.append(credentials_take(run_id=run_id))
+
+    threads = [threading.Thread(target=read) for _ in range(readers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    return results
+
+
+def test_threads_mode_hands_values_over_once(threads_mode: None) -> None:
+    credentials_stash(run_id=1, values={"SLACK_TOKEN": SECRET})
+    assert credentials_take(run_id=1) == {"SLACK_TOKEN": SECRET}
+    assert credentials_take(run_id=1) == {}
+
+
+def test_threads_mode_keeps_runs_apart(threads_mode: None) -> None:
+    credentials_stash(run_id=2, values={"A": "one"})
+    credentials_stash(run_id=3, values={"A": "two"})
+    assert credentials_take(run_id=3) == {"A": "two"}
+    assert credentials_take(run_id=2) == {"A": "one"}
+
+
+def test_threads_mode_forgets_values_after_the_ttl(
+    threads_mode: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(handoff.time, "monotonic", lambda: now[0])
+    credentials_stash(run_id=4, values={"A": "x"})
+    now[0] += 61
+    assert credentials_take(run_id=4) == {}
+    assert 4 not in handoff._pending
+
+
+def test_threads_mode_gives_values_to_one_of_many_concurrent_readers(threads_mode: None) -> None:
+    credentials_stash(run_id=5, values={"A": SECRET})
+    results = take_concurrently(5, readers=8)
+    assert sorted(len(r) for r in results) == [0] * 7 + [1]
+
+
+def test_celery_mode_stores_one_encrypted_key_with_a_short_ttl(redis_db: redis.Redis) -> None:
+    credentials_stash(run_id=42, values={"SLACK_TOKEN": SECRET})
+    keys = redis_db.keys("*")
+    assert len(keys) == 1
+    assert re.fullmatch(rb"undoable:cred:[0-9a-f]{64}", keys[0])
+    assert 0 < redis_db.ttl(keys[0]) <= 30
+    stored = redis_db.get(keys[0])
+    assert SECRET.encode() not in stored
+    assert b"SLACK_TOKEN" not in stored
+
+
+def test_celery_mode_hands_values_over_once_and_deletes_the_key(redis_db: redis.Redis) -> None:
+    credentials_stash(run_id=43, values={"SLACK_TOKEN": SECRET, "DB_URL": "postgres://u:p@h/d"})
+    assert credentials_take(run_id=43) == {"SLACK_TOKEN": SECRET, "DB_URL": "postgres://u:p@h/d"}
+    assert redis_db.keys("*") == []
+    assert credentials_take(run_id=43) == {}
+
+
+def test_celery_mode_gives_values_to_one_of_many_concurrent_readers(redis_db: redis.Redis) -> None:
+    credentials_stash(run_id=44, values={"A": SECRET})
+    results = take_concurrently(44, readers=8)
+    assert sorted(len(r) for r in results) == [0] * 7 + [1]
+
+
+def test_celery_mode_key_names_depend_on_the_server_secret(redis_db: redis.Redis) -> None:
+    credentials_stash(run_id=45, values={"A": "x"})
+    with override_settings(SECRET_KEY="another-server-secret-" * 3):
+        credentials_stash(run_id=45, values={"A": "y"})
+    assert len(redis_db.keys("*")) == 2
+
+
+def test_celery_mode_rejects_a_value_it_cannot_decrypt(redis_db: redis.Redis) -> None:
+    credentials_stash(run_id=46, values={"A": "x"})
+    (key,) = redis_db.keys("*")
+    redis_db.set(key, b"not-a-fernet-token")
+    with pytest.raises(handoff.CredentialHandoffError):
+        credentials_take(run_id=46)
+
+
+def test_an_empty_stash_stores_nothing(redis_db: redis.Redis) -> None:
+    credentials_stash(run_id=47, values={})
+    assert redis_db.keys("*") == []
+    assert credentials_take(run_id=47) == {}

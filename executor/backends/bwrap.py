@@ -1,0 +1,226 @@
+"""The bubblewrap backend: every run in a fresh single-use sandbox (see executor/policy/)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import shutil
+import signal
+from dataclasses import dataclass
+
+from executor import cgroups
+from executor.backends.base import OutputCallback
+from executor.backends.bwrap_loop import RunLoop
+from executor.bwrap_pool import Sandbox, WarmPool
+from executor.cancel import CancelToken
+from executor.errors import BackendUnavailable, InvalidLimits, InvalidSpec, SandboxFailed
+from executor.limits import Limits
+from executor.policy.bwrap_args import program_env, program_rlimits, rlimit_names_known
+from executor.policy.seccomp import seccomp_bpf
+from executor.result import RunResult
+from executor.spec import RunSpec
+from executor.streaming import OutputPump
+
+logger = logging.getLogger(__name__)
+
+NOBODY = 65534
+
+
+@dataclass(frozen=True)
+class _Job:
+    payload: bytes
+    stdin: bytes
+
+
+class BwrapBackend:
+    """Runs each program in a fresh bubblewrap sandbox on the given root filesystem.
+
+    rootfs: the sandbox root filesystem (absolute path, mounted read-only as /).
+    warm_pool_size: sandboxes kept started and waiting, so a run only pays for a fork.
+    pool_limits: the limits pooled sandboxes are built for; a run uses the pool when its
+        tmpfs sizes and network match and its wall time is not above the pool's.
+    host_uid: the unprivileged host uid bwrap runs as when we are root (default nobody).
+    use_cgroups: put each sandbox in its own memory/pids/cpu cgroup where the host allows.
+    term_grace_s: time between SIGTERM and SIGKILL when a run times out or is cancelled.
+    """
+
+    name = "bwrap"
+
+    def __init__(
+        self,
+        rootfs: str,
+        warm_pool_size: int = 0,
+        *,
+        pool_limits: Limits | None = None,
+        host_uid: int | None = NOBODY,
+        use_cgroups: bool = True,
+        term_grace_s: float = 0.5,
+        pool_max_idle_s: float = 300.0,
+    ) -> None:
+        self.rootfs = os.path.abspath(rootfs)
+        self.host_uid = host_uid if os.geteuid() == 0 else None
+        self.term_grace_s = term_grace_s
+        self.cgroup_parents = cgroups.available_parents() if use_cgroups else {}
+        cgroups.remove_stale(self.cgroup_parents)
+        self.pool_limits = pool_limits or Limits()
+        self._pool_max_idle_s = pool_max_idle_s
+        self._pool: WarmPool | None = None
+        self._pool_size = warm_pool_size
+
+    def self_check(self) -> None:
+        """Fail closed: refuse to run anything unless bwrap, the rootfs and seccomp all work."""
+        if shutil.which("bwrap") is None:
+            raise BackendUnavailable(
+                "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
+            )
+        if shutil.which("timeout") is None:
+            raise BackendUnavailable("coreutils `timeout` is missing on the host")
+        for needed in ("usr/bin/python3", "bin/bash", "etc/passwd"):
+            if not os.path.exists(os.path.join(self.rootfs, needed)):
+                raise BackendUnavailable(
+                    f"sandbox root filesystem {self.rootfs} is missing {needed}; "
+                    "build it with `make sandbox-rootfs`"
+                )
+        seccomp_bpf()
+        if not rlimit_names_known():
+            raise BackendUnavailable("this Python lacks an rlimit the sandbox policy needs")
+        result = self._run_cold(RunSpec(code="print(6*7)"), self.pool_limits, None, None)
+        if result.stdout != "42\n" or result.exit_code != 0:
+            raise BackendUnavailable(
+                f"bwrap sandbox self-test failed: exit={result.exit_code} "
+                f"signal={result.signal} stderr={result.stderr[-500:]!r}"
+            )
+        if self._pool_size > 0 and self._pool is None:
+            self._pool = WarmPool(self._start_pooled, self._pool_size, self._pool_max_idle_s)
+
+    def run(
+        self,
+        spec: RunSpec,
+        *,
+        limits: Limits,
+        on_output: OutputCallback | None = None,
+        cancel: CancelToken | None = None,
+    ) -> RunResult:
+        """Run `spec` in a single-use sandbox; see executor.run for the contract."""
+        if limits.network != "none":
+            raise InvalidLimits("the bwrap backend only supports network='none' for now")
+        sandbox = self._pool.take() if self._pool and self._pool_fits(limits) else None
+        if sandbox is None:
+            return self._run_cold(spec, limits, on_output, cancel)
+        return self._execute(sandbox, spec, limits, on_output, cancel)
+
+    def wait_warm(self, timeout_s: float = 30.0) -> bool:
+        """Block until the warm pool is full (benchmarks and tests warm up with this)."""
+        return self._pool.wait_full(timeout_s) if self._pool else True
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def _pool_fits(self, limits: Limits) -> bool:
+        pool = self.pool_limits
+        return (
+            limits.workdir_quota_mib == pool.workdir_quota_mib
+            and limits.tmp_quota_mib == pool.tmp_quota_mib
+            and limits.wall_time_s <= pool.wall_time_s
+        )
+
+    def _start(self, limits: Limits, hard_limit_s: float) -> Sandbox:
+        return Sandbox.start(
+            rootfs=self.rootfs,
+            limits=limits,
+            hard_limit_s=hard_limit_s,
+            host_uid=self.host_uid,
+            cgroup_parents=self.cgroup_parents,
+        )
+
+    def _start_pooled(self) -> Sandbox:
+        limits = self.pool_limits
+        return self._start(limits, self._pool_max_idle_s + limits.wall_time_s)
+
+    def _run_cold(
+        self,
+        spec: RunSpec,
+        limits: Limits,
+        on_output: OutputCallback | None,
+        cancel: CancelToken | None,
+    ) -> RunResult:
+        if cancel is not None and cancel.cancelled:
+            return _cancelled_before_start()
+        sandbox = self._start(limits, limits.wall_time_s + self.term_grace_s)
+        return self._execute(sandbox, spec, limits, on_output, cancel)
+
+    def _execute(
+        self,
+        sandbox: Sandbox,
+        spec: RunSpec,
+        limits: Limits,
+        on_output: OutputCallback | None,
+        cancel: CancelToken | None,
+    ) -> RunResult:
+        try:
+            if sandbox.cgroup is not None:
+                sandbox.cgroup.apply(limits)
+            job = self._job(
+                spec, limits, memory_cgroup=bool(sandbox.cgroup and sandbox.cgroup.has_memory)
+            )
+            pump = OutputPump(on_output, limits.max_output_bytes)
+            loop = RunLoop(sandbox, pump, limits.wall_time_s, self.term_grace_s)
+            outcome = loop.run(job.payload, job.stdin, cancel)
+            oom = sandbox.cgroup.oom_killed() if sandbox.cgroup is not None else False
+        finally:
+            sandbox.kill()
+            sandbox.destroy()
+        status = outcome.status
+        if status is None:
+            if not (outcome.killed or oom):
+                detail = sandbox.failure_detail() or pump.stderr[-2000:]
+                raise SandboxFailed(f"sandbox exited without a program status: {detail}")
+            exit_code, sig = None, signal.SIGKILL.value
+        elif os.WIFSIGNALED(status):
+            exit_code, sig = None, os.WTERMSIG(status)
+        else:
+            exit_code, sig = os.WEXITSTATUS(status), None
+        return RunResult(
+            exit_code=exit_code,
+            signal=sig,
+            stdout=pump.stdout,
+            stderr=pump.stderr,
+            timed_out=outcome.timed_out,
+            oom_killed=oom,
+            truncated=pump.truncated,
+            duration_s=outcome.duration_s,
+            cancelled=outcome.cancelled,
+        )
+
+    def _job(self, spec: RunSpec, limits: Limits, *, memory_cgroup: bool) -> _Job:
+        total = sum(len(data) for data in spec.files.values())
+        if total > limits.workdir_quota_mib * 1024 * 1024:
+            raise InvalidSpec("files are larger than the working directory quota")
+        message = {
+            "code": spec.code,
+            "language": spec.language,
+            "interpreter_mode": spec.interpreter_mode,
+            "env": program_env(spec.env),
+            "files": {name: base64.b64encode(data).decode() for name, data in spec.files.items()},
+            "rlimits": program_rlimits(limits, memory_cgroup=memory_cgroup),
+        }
+        body = json.dumps(message).encode()
+        return _Job(payload=len(body).to_bytes(8, "big") + body, stdin=spec.stdin)
+
+
+def _cancelled_before_start() -> RunResult:
+    return RunResult(
+        exit_code=None,
+        signal=None,
+        stdout="",
+        stderr="",
+        timed_out=False,
+        oom_killed=False,
+        truncated=False,
+        duration_s=0.0,
+        cancelled=True,
+    )

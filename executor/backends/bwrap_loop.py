@@ -1,0 +1,166 @@
+"""One run's event loop: feed the job and stdin, pump output, enforce the wall limit.
+
+Single-threaded over one selector; other threads (a CancelToken) only wake it through a pipe.
+Stopping is SIGTERM to the program, then SIGKILL to the whole sandbox after a grace period
+(at once when the output cap is hit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import selectors
+import signal
+import time
+from dataclasses import dataclass
+
+from executor.bwrap_pool import Sandbox
+from executor.cancel import CancelToken
+from executor.streaming import OutputPump
+
+# After SIGKILL, how long we keep draining pipes before giving up on them.
+_DRAIN_S = 5.0
+_READ = 65536
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: int | None  # raw wait status reported by the supervisor, None if it never came
+    timed_out: bool
+    cancelled: bool
+    killed: bool  # we killed the sandbox (timeout, cancel or output cap)
+    duration_s: float
+
+
+class RunLoop:
+    def __init__(self, sandbox: Sandbox, pump: OutputPump, wall_s: float, grace_s: float) -> None:
+        self.sandbox = sandbox
+        self.pump = pump
+        self.wall_s = wall_s
+        self.grace_s = grace_s
+        self.status: int | None = None
+        self.timed_out = self.cancelled = self.killed = False
+        self._kill_at: float | None = None
+        self._status_buf = b""
+        self._end: float | None = None
+        self._closed_writers: set[int] = set()
+        self._stdin_fd = -1
+
+    def run(self, payload: bytes, stdin: bytes, cancel: CancelToken | None) -> Outcome:
+        proc = self.sandbox.proc
+        assert proc.stdin and proc.stdout and proc.stderr
+        self._stdin_fd = proc.stdin.fileno()
+        wake_r, wake_w = os.pipe()
+        sel = selectors.DefaultSelector()
+        writers = {self.sandbox.job_w: memoryview(payload), proc.stdin.fileno(): memoryview(stdin)}
+        for fd in writers:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_WRITE, "write")
+        for fd, name in ((proc.stdout.fileno(), "stdout"), (proc.stderr.fileno(), "stderr")):
+            sel.register(fd, selectors.EVENT_READ, name)
+        sel.register(self.sandbox.status_r, selectors.EVENT_READ, "status")
+        sel.register(wake_r, selectors.EVENT_READ, "wake")
+        if cancel is not None:
+            cancel.on_cancel(lambda: _wake(wake_w))
+        start = time.monotonic()
+        deadline = start + self.wall_s
+        readers = 3
+        try:
+            while readers:
+                now = time.monotonic()
+                if not self._kill_at and now >= deadline:
+                    self.timed_out = True
+                    self._stop(now, self.grace_s)
+                if self._kill_at is not None and now >= self._kill_at:
+                    if self.killed:
+                        break  # killed and still no EOF after draining: stop reading
+                    self._kill_now(now)
+                wait = (self._kill_at if self._kill_at is not None else deadline) - now
+                for key, _ in sel.select(max(0.0, wait)):
+                    fd, what = key.fd, key.data
+                    if what == "write":
+                        if self._write(fd, writers):
+                            sel.unregister(fd)
+                            self._close_writer(fd)
+                    elif what == "wake":
+                        os.read(fd, 64)
+                        if not self.cancelled and not self.killed:
+                            self.cancelled = True
+                            self._stop(time.monotonic(), self.grace_s)
+                    else:
+                        data = os.read(fd, _READ)
+                        if not data:
+                            sel.unregister(fd)
+                            readers -= 1
+                        elif what == "status":
+                            self._on_status(data, start)
+                        elif not self.pump.feed(what, data) and not self.killed:
+                            self._stop(time.monotonic(), 0.0)
+            end = self._end or time.monotonic()
+        finally:
+            sel.close()
+            for fd in writers:
+                self._close_writer(fd)
+            os.close(wake_r)
+            os.close(wake_w)
+            self.pump.close()
+        return Outcome(self.status, self.timed_out, self.cancelled, self.killed, end - start)
+
+    def _on_status(self, data: bytes, start: float) -> None:
+        self._status_buf += data
+        for line in self._status_buf.split(b"\n")[:-1]:
+            if line.startswith(b"exit "):
+                self.status = int(line[5:])
+                self._end = time.monotonic()
+        self._status_buf = self._status_buf.rsplit(b"\n", 1)[-1]
+
+    def _write(self, fd: int, writers: dict[int, memoryview]) -> bool:
+        """Write what the pipe takes; True when done (or the reader is gone)."""
+        pending = writers[fd]
+        try:
+            written = os.write(fd, pending[:_READ]) if pending else 0
+        except BlockingIOError:
+            return False
+        except OSError as exc:
+            if exc.errno in (errno.EPIPE, errno.EBADF):
+                return True
+            raise
+        writers[fd] = pending[written:]
+        return not writers[fd]
+
+    def _close_writer(self, fd: int) -> None:
+        if fd in self._closed_writers:
+            return
+        self._closed_writers.add(fd)
+        proc = self.sandbox.proc
+        if proc.stdin is not None and fd == self._stdin_fd:
+            # The program may have exited without reading: nothing left to deliver.
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+        elif fd == self.sandbox.job_w:
+            os.close(fd)
+            self.sandbox.job_w = -1
+
+    def _stop(self, now: float, grace_s: float) -> None:
+        if self._kill_at is not None:
+            return
+        self._kill_at = now + grace_s
+        if grace_s > 0:
+            self.sandbox.signal_program(signal.SIGTERM)
+        else:
+            self._kill_now(now)
+
+    def _kill_now(self, now: float) -> None:
+        if self.killed:
+            return
+        self.killed = True
+        self._end = self._end or now
+        self.sandbox.kill()
+        self._kill_at = now + _DRAIN_S
+
+
+def _wake(fd: int) -> None:
+    # The run may have finished already and closed its wake pipe.
+    with contextlib.suppress(OSError):
+        os.write(fd, b"x")

@@ -1,0 +1,230 @@
+"""Started bwrap sandboxes, and the warm pool that keeps a few waiting for their one job.
+
+A `Sandbox` is one bwrap process tree whose in-sandbox driver (executor/policy/driver.py) has
+a python3 interpreter up and is blocked on its job pipe. A cold run starts one and sends the
+job at once; the warm pool starts them ahead of time so a run only pays for a fork. Every
+sandbox runs exactly one job and is then destroyed: nothing carries over between runs.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+
+from executor.cgroups import SandboxCgroup
+from executor.errors import SandboxFailed
+from executor.limits import Limits
+from executor.policy.bwrap_args import SandboxFds, bwrap_argv
+from executor.policy.seccomp import seccomp_pipe
+
+logger = logging.getLogger(__name__)
+
+# Joins the sandbox's cgroups before anything else starts, so no process escapes them.
+_JOIN_CGROUPS = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo 0 > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'  # noqa: E501
+
+
+class Sandbox:
+    """One started single-use sandbox. Create with `Sandbox.start(...)`; always `destroy()`."""
+
+    def __init__(
+        self, proc: subprocess.Popen[bytes], job_w: int, status_r: int, cgroup: SandboxCgroup | None
+    ) -> None:
+        self.proc = proc
+        self.job_w = job_w
+        self.status_r = status_r
+        self.cgroup = cgroup
+        self.started_at = time.monotonic()
+        self.ready = False
+        self._destroyed = False
+
+    @classmethod
+    def start(
+        cls,
+        *,
+        rootfs: str,
+        limits: Limits,
+        hard_limit_s: float,
+        host_uid: int | None,
+        cgroup_parents: dict[str, str],
+    ) -> Sandbox:
+        cgroup = SandboxCgroup.create(cgroup_parents, host_uid) if cgroup_parents else None
+        fds_to_close: list[int] = []
+        try:
+            if cgroup is not None:
+                cgroup.apply(limits)
+            seccomp_r = seccomp_pipe()
+            fds_to_close.append(seccomp_r)
+            job_r, job_w = os.pipe()
+            fds_to_close.append(job_r)
+            status_r, status_w = os.pipe()
+            fds_to_close.append(status_w)
+            fds = SandboxFds(seccomp=seccomp_r, job=job_r, status=status_w)
+            argv = bwrap_argv(rootfs=rootfs, limits=limits, fds=fds, hard_limit_s=hard_limit_s)
+            if cgroup is not None:
+                files = cgroup.procs_files
+                argv = ["/bin/sh", "-c", _JOIN_CGROUPS, "sh", str(len(files)), *files, *argv]
+            drop = {"user": host_uid, "group": host_uid, "extra_groups": []} if host_uid else {}
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(seccomp_r, job_r, status_w),
+                env={},  # bwrap itself must not carry the host environment (/proc/1/environ)
+                start_new_session=True,
+                **drop,  # type: ignore[arg-type]
+            )
+        except OSError as exc:
+            if cgroup is not None:
+                cgroup.remove()
+            raise SandboxFailed(f"could not start bwrap: {exc}") from exc
+        finally:
+            for fd in fds_to_close:
+                os.close(fd)
+        return cls(proc, job_w, status_r, cgroup)
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Block until the driver is up and waiting for its job; SandboxFailed otherwise."""
+        import select
+
+        readable, _, _ = select.select([self.status_r], [], [], timeout_s)
+        line = os.read(self.status_r, 6) if readable else b""
+        if line != b"ready\n":
+            detail = self.failure_detail()
+            self.destroy()
+            raise SandboxFailed(f"sandbox did not start: {detail or 'no ready signal'}")
+        self.ready = True
+
+    def failure_detail(self) -> str:
+        """bwrap's own complaint, if it exited before the driver ran."""
+        if self.proc.poll() is None or self.proc.stderr is None:
+            return ""
+        return self.proc.stderr.read(4096).decode("utf-8", "replace").strip()
+
+    def signal_program(self, sig: int) -> None:
+        """Send `sig` to every process inside the sandbox except its supervisor (PID 1)."""
+        if self.cgroup is None:
+            return
+        for pid in self.cgroup.pids():
+            try:
+                with open(f"/proc/{pid}/status") as status:
+                    nspid = next((ln.split()[1:] for ln in status if ln.startswith("NSpid:")), [])
+                if len(nspid) > 1 and nspid[-1] != "1":
+                    os.kill(pid, sig)
+            except (OSError, StopIteration):
+                continue
+
+    def kill(self) -> None:
+        """SIGKILL the whole tree: bwrap's death takes the namespace (and everything) with it."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.cgroup is not None:
+            self.cgroup.kill_all()
+
+    def destroy(self) -> None:
+        """Kill whatever is left, reap, close our pipe ends and remove the cgroups."""
+        if self._destroyed:
+            return
+        self._destroyed = True
+        try:
+            self.proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+        for fd in (self.job_w, self.status_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if self.cgroup is not None:
+            self.cgroup.remove()
+
+
+class WarmPool:
+    """Keeps `size` ready sandboxes; refilled by a background thread; never reuses one."""
+
+    def __init__(self, start_sandbox, size: int, max_idle_s: float) -> None:  # type: ignore[no-untyped-def]
+        self._start = start_sandbox
+        self._size = size
+        self._max_idle_s = max_idle_s
+        self._ready: collections.deque[Sandbox] = collections.deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._refill, name="bwrap-warm-pool", daemon=True)
+        self._thread.start()
+
+    def take(self) -> Sandbox | None:
+        """A ready sandbox, or None when the pool is empty right now (caller starts one cold)."""
+        with self._cond:
+            sandbox = self._ready.popleft() if self._ready else None
+            self._cond.notify_all()
+        return sandbox
+
+    def wait_full(self, timeout_s: float) -> bool:
+        """Block until the pool holds `size` sandboxes (warm-up before benchmarks)."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: len(self._ready) >= self._size or self._closed, timeout_s
+            )
+
+    def __len__(self) -> int:
+        return len(self._ready)
+
+    def _refill(self) -> None:
+        failures = 0
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._closed or len(self._ready) < self._size, 5.0)
+                if self._closed:
+                    return
+                stale = [s for s in self._ready if self._expired(s)]
+                for sandbox in stale:
+                    self._ready.remove(sandbox)
+                need = len(self._ready) < self._size
+            for sandbox in stale:
+                sandbox.kill()
+                sandbox.destroy()
+            if not need:
+                continue
+            try:
+                sandbox = self._start()
+                sandbox.wait_ready(10.0)
+                failures = 0
+            except Exception:
+                failures += 1
+                logger.exception("warm sandbox failed to start", extra={"failures": failures})
+                # Back off so a broken host does not spin; runs fall back to cold starts.
+                with self._cond:
+                    self._cond.wait(min(30.0, 0.1 * 2**failures))
+                continue
+            with self._cond:
+                if self._closed:
+                    closed = True
+                else:
+                    closed = False
+                    self._ready.append(sandbox)
+                    self._cond.notify_all()
+            if closed:
+                sandbox.kill()
+                sandbox.destroy()
+
+    def _expired(self, sandbox: Sandbox) -> bool:
+        return time.monotonic() - sandbox.started_at > self._max_idle_s
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            drained = list(self._ready)
+            self._ready.clear()
+            self._cond.notify_all()
+        self._thread.join(timeout=15)
+        for sandbox in drained:
+            sandbox.kill()
+            sandbox.destroy()

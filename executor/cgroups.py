@@ -1,0 +1,180 @@
+"""Per-sandbox cgroups (v1 memory, pids, cpu) where the host lets us create them.
+
+Each sandbox gets its own group under the cgroup this process already lives in, so the host's
+own accounting still covers it. The kernel then enforces resident memory (and tells us about
+an OOM kill), the task count and the CPU share; rlimits stay on as a second line.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+from executor.limits import Limits
+
+logger = logging.getLogger(__name__)
+
+ROOT = "/sys/fs/cgroup"
+CONTROLLERS = ("memory", "pids", "cpu")
+# The supervisor, bwrap and `timeout` are charged too; give them room beyond the program's.
+MEMORY_OVERHEAD_BYTES = 32 * 1024 * 1024
+PIDS_OVERHEAD = 4
+CPU_PERIOD_US = 100_000
+_counter = itertools.count()
+
+
+def _own_path(controller: str) -> str | None:
+    """This process's group in a v1 hierarchy, from /proc/self/cgroup."""
+    try:
+        with open("/proc/self/cgroup") as lines:
+            for line in lines:
+                _, names, path = line.rstrip("\n").split(":", 2)
+                if controller in names.split(","):
+                    return path
+    except OSError:
+        return None
+    return None
+
+
+def available_parents() -> dict[str, str]:
+    """controller -> writable parent directory for our per-sandbox groups."""
+    parents: dict[str, str] = {}
+    for controller in CONTROLLERS:
+        own = _own_path(controller)
+        if own is None:
+            continue
+        parent = os.path.join(ROOT, controller, own.lstrip("/"))
+        if os.path.isfile(os.path.join(parent, "cgroup.procs")) and os.access(parent, os.W_OK):
+            parents[controller] = parent
+    return parents
+
+
+@dataclass
+class SandboxCgroup:
+    """The groups of one sandbox; `procs_files` are what its launcher writes itself into."""
+
+    dirs: dict[str, str]
+
+    @classmethod
+    def create(cls, parents: dict[str, str], owner_uid: int | None) -> SandboxCgroup:
+        name = f"undoable-{os.getpid()}-{next(_counter)}"
+        dirs: dict[str, str] = {}
+        try:
+            for controller, parent in parents.items():
+                path = os.path.join(parent, name)
+                os.mkdir(path)
+                dirs[controller] = path
+                if owner_uid is not None:
+                    # The launcher drops privileges before joining its group.
+                    os.chown(os.path.join(path, "cgroup.procs"), owner_uid, -1)
+        except OSError:
+            cls(dirs).remove()
+            raise
+        return cls(dirs)
+
+    @property
+    def procs_files(self) -> list[str]:
+        return [os.path.join(path, "cgroup.procs") for path in self.dirs.values()]
+
+    @property
+    def has_memory(self) -> bool:
+        return "memory" in self.dirs
+
+    def apply(self, limits: Limits) -> None:
+        """Set the limits (also on a warm sandbox just before its job)."""
+        if "memory" in self.dirs:
+            limit = str(limits.memory_bytes + MEMORY_OVERHEAD_BYTES)
+            self._write("memory", "memory.limit_in_bytes", limit)
+            # No swap either: memory+swap capped at the same figure.
+            self._write("memory", "memory.memsw.limit_in_bytes", limit, optional=True)
+        if "pids" in self.dirs:
+            self._write("pids", "pids.max", str(limits.max_pids + PIDS_OVERHEAD))
+        if "cpu" in self.dirs:
+            # One CPU's worth of time: a spinner cannot starve the host.
+            self._write("cpu", "cpu.cfs_period_us", str(CPU_PERIOD_US))
+            self._write("cpu", "cpu.cfs_quota_us", str(CPU_PERIOD_US))
+
+    def _write(self, controller: str, name: str, value: str, optional: bool = False) -> None:
+        try:
+            with open(os.path.join(self.dirs[controller], name), "w") as out:
+                out.write(value)
+        except OSError:
+            if not optional:
+                raise
+
+    def oom_killed(self) -> bool:
+        """True if the kernel OOM-killed a process of this sandbox."""
+        if "memory" not in self.dirs:
+            return False
+        try:
+            with open(os.path.join(self.dirs["memory"], "memory.oom_control")) as status:
+                for line in status:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value) > 0
+        except OSError:
+            return False
+        return False
+
+    def pids(self) -> set[int]:
+        found: set[int] = set()
+        for procs in self.procs_files:
+            try:
+                with open(procs) as lines:
+                    found.update(int(line) for line in lines if line.strip())
+            except OSError:
+                continue
+        return found
+
+    def kill_all(self, sig: int = signal.SIGKILL) -> None:
+        for pid in self.pids():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                continue
+
+    def remove(self, timeout_s: float = 5.0) -> bool:
+        """Kill what is left and remove the groups; False if one could not be removed."""
+        deadline = time.monotonic() + timeout_s
+        delay = 0.0005
+        for controller, path in list(self.dirs.items()):
+            while True:
+                try:
+                    os.rmdir(path)
+                    del self.dirs[controller]
+                    break
+                except FileNotFoundError:
+                    del self.dirs[controller]
+                    break
+                except OSError:
+                    # Still busy: processes exiting after the namespace's init died.
+                    if time.monotonic() > deadline:
+                        logger.warning("cgroup not removed", extra={"cgroup": path})
+                        return False
+                    self.kill_all()
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.05)
+        return True
+
+
+def remove_stale(parents: dict[str, str]) -> None:
+    """Remove empty groups left by a process of ours that died without cleaning up."""
+    for parent in parents.values():
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            parts = name.split("-")
+            if len(parts) != 3 or parts[0] != "undoable" or not parts[1].isdigit():
+                continue
+            if int(parts[1]) == os.getpid() or os.path.exists(f"/proc/{parts[1]}"):
+                continue
+            try:
+                os.rmdir(os.path.join(parent, name))
+            except OSError:
+                continue

@@ -1,0 +1,106 @@
+"""The Docker sandbox policy: one pure function that builds `containers.create` kwargs.
+
+Everything that makes a container a sandbox is decided here and nowhere else, so it can be
+read (and unit-tested) in one place. The program, its files, stdin and environment never
+appear in these arguments: they travel on the attached stdin, so `docker inspect` shows none
+of them (secrets included).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from executor.errors import InvalidLimits, InvalidSpec
+from executor.limits import Limits
+
+UID = 1000  # the image's unprivileged `sandbox` user
+SANDBOX_LABEL = "undoable.sandbox"
+# One CPU: enough for one program, and a busy loop cannot starve the host's other core.
+NANO_CPUS = 1_000_000_000
+# The supervisor (PID 1) counts against the pids limit; the program gets max_pids of its own.
+SUPERVISOR_PIDS = 1
+_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}$")
+_LABEL_KEY = re.compile(r"^undoable\.[a-z0-9.-]{1,60}$")
+
+
+def pool_key(limits: Limits) -> tuple[Any, ...]:
+    """The part of the limits fixed at container creation; runs with equal keys share a pool.
+
+    Wall time, CPU time, output and file-size limits are enforced per run by the supervisor,
+    so they are not part of the key.
+    """
+    return (
+        limits.memory_mib,
+        limits.max_pids,
+        limits.workdir_quota_mib,
+        limits.tmp_quota_mib,
+        limits.max_open_files,
+        limits.network,
+    )
+
+
+def container_create_kwargs(
+    *, image: str, limits: Limits, command: list[str], labels: dict[str, str]
+) -> dict[str, Any]:
+    """Return the kwargs for `client.containers.create(**kwargs)` of one sandbox container.
+
+    Raises InvalidLimits for a network mode Docker cannot enforce yet (fail closed) and
+    InvalidSpec for an image name or label that could smuggle options in.
+    """
+    if limits.network != "none":
+        raise InvalidLimits(
+            f"the docker backend supports network='none' only, not {limits.network!r}"
+        )
+    if not _IMAGE.match(image):
+        raise InvalidSpec(f"invalid image name {image!r}")
+    if not command or not all(isinstance(arg, str) for arg in command):
+        raise InvalidSpec("command must be a non-empty list of strings")
+    for key, value in labels.items():
+        if not _LABEL_KEY.match(key) or key == SANDBOX_LABEL or not isinstance(value, str):
+            raise InvalidSpec(f"invalid label {key!r}")
+    memory = f"{limits.memory_mib}m"
+    nofile = max(limits.max_open_files, 64)
+    return {
+        "image": image,
+        "command": command,
+        # detach=False + stdin_open sets StdinOnce: when our attached socket closes (even if
+        # our process dies), the supervisor sees EOF and the container ends.
+        "detach": False,
+        "stdin_open": True,
+        "tty": False,
+        "user": f"{UID}:{UID}",
+        "working_dir": "/workspace",
+        "environment": {},
+        "labels": {**labels, SANDBOX_LABEL: "1"},
+        "network_mode": "none",
+        "cap_drop": ["ALL"],
+        # Docker's default seccomp profile stays on: we never pass seccomp=... here.
+        "security_opt": ["no-new-privileges"],
+        "privileged": False,
+        "read_only": True,
+        "tmpfs": {
+            "/workspace": _tmpfs(limits.workdir_quota_mib, mode="0700"),
+            "/tmp": _tmpfs(limits.tmp_quota_mib, mode="1777"),
+        },
+        "shm_size": "1m",
+        "ipc_mode": "private",
+        "pids_limit": limits.max_pids + SUPERVISOR_PIDS,
+        "mem_limit": memory,
+        "memswap_limit": memory,  # equal: no swap on top of the memory limit
+        "nano_cpus": NANO_CPUS,
+        "ulimits": [
+            {"name": "core", "soft": 0, "hard": 0},
+            # The supervisor sets the program's exact limit; this is the outer bound.
+            {"name": "nofile", "soft": nofile, "hard": nofile},
+        ],
+        # The supervisor is the init (see docker_driver.py), so Docker's own init stays off.
+        "init": False,
+        # Output travels over the attached socket; nothing is written to disk by the engine.
+        "log_config": {"type": "none", "config": {}},
+        "auto_remove": True,
+    }
+
+
+def _tmpfs(size_mib: int, *, mode: str) -> str:
+    return f"rw,exec,nosuid,nodev,size={int(size_mib)}m,uid={UID},gid={UID},mode={mode}"

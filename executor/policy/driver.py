@@ -1,0 +1,140 @@
+"""The in-sandbox supervisor. Its source is handed to the sandbox's python3 with `-c`.
+
+It runs as PID 1 of the sandbox's PID namespace (bwrap --as-pid-1), so nothing inside can
+signal it. It reports "ready", blocks until the host sends ONE job (8-byte length + JSON) on
+the job fd, forks the program, reaps every orphan, and reports the program's raw wait status
+on the status fd. When it exits the kernel kills whatever is left in the namespace, so no
+daemon outlives the run. Standard library only: this runs under the rootfs's python3.
+"""
+
+import ast
+import base64
+import json
+import os
+import resource
+import signal
+import sys
+import traceback
+
+WORKDIR = "/workspace"
+
+
+def _read_exact(fd, size):
+    data = bytearray()
+    while len(data) < size:
+        part = os.read(fd, size - len(data))
+        if not part:
+            raise EOFError("job channel closed")
+        data += part
+    return bytes(data)
+
+
+def _apply_limits(rlimits):
+    for name, value in rlimits.items():
+        resource.setrlimit(getattr(resource, name), (value[0], value[1]))
+
+
+def _write_files(files):
+    for name, blob in files.items():
+        path = os.path.join(WORKDIR, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as out:
+            out.write(base64.b64decode(blob))
+
+
+def _report_exception(exc):
+    # Skip this driver's own frame so the traceback looks like `python3 -c` would print it.
+    tb = exc.__traceback__.tb_next if exc.__traceback__ else None
+    sys.stdout.flush()
+    traceback.print_exception(type(exc), exc, tb)
+
+
+def _run_python(job):
+    import builtins
+    import io
+    import types
+
+    # Unbuffered like `python3 -u`, so output streams while the program runs.
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+    sys.stderr = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), write_through=True, errors="backslashreplace"
+    )
+    main = types.ModuleType("__main__")
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    sys.argv = ["-c"]
+    sys.path.insert(0, WORKDIR)
+    code = job["code"]
+    try:
+        if job.get("interpreter_mode"):
+            tree = ast.parse(code, "<string>", "exec")
+            for stmt in tree.body:
+                single = ast.Interactive(body=[stmt])
+                exec(compile(single, "<string>", "single"), main.__dict__)  # noqa: S102
+        else:
+            exec(compile(code, "<string>", "exec"), main.__dict__)  # noqa: S102
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        _report_exception(exc)
+        sys.exit(1)
+
+
+def _run_bash(job):
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+    code = job["code"]
+    if len(code.encode()) < 100_000:
+        os.execve("/bin/bash", ["bash", "-c", code], dict(os.environ))  # noqa: S606
+    # Too long for one argv string: hand bash the script through a memfd instead.
+    script = os.memfd_create("script", 0)
+    os.write(script, code.encode())
+    os.lseek(script, 0, os.SEEK_SET)
+    os.execve("/bin/bash", ["bash", f"/proc/self/fd/{script}"], dict(os.environ))  # noqa: S606
+
+
+def _child(job, status_fd):
+    os.close(status_fd)
+    os.environ.clear()
+    os.environ.update(job["env"])
+    os.umask(0o022)
+    os.chdir(WORKDIR)
+    _write_files(job["files"])
+    _apply_limits(job["rlimits"])
+    if job["language"] == "bash":
+        _run_bash(job)
+    _run_python(job)
+
+
+def main(job_fd, status_fd):
+    os.write(status_fd, b"ready\n")
+    size = int.from_bytes(_read_exact(job_fd, 8), "big")
+    job = json.loads(_read_exact(job_fd, size))
+    os.close(job_fd)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _child(job, status_fd)
+        except SystemExit:
+            raise
+        except BaseException as exc:
+            sys.stderr.write(f"sandbox: could not start the program: {exc!r}\n")
+            os._exit(126)
+        return
+    # The supervisor keeps no copy of the program's pipes: EOF must mean the program is done.
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    while True:
+        try:
+            done, status = os.wait()
+        except ChildProcessError:
+            os._exit(2)
+        if done == pid:
+            break
+    os.write(status_fd, b"exit %d\n" % status)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]))

@@ -1,0 +1,412 @@
+"""The Docker backend: each run in its own single-use container, started ahead of time.
+
+A run takes a started container from the warm pool (or starts one), sends the run message on
+the attached stdin, streams the framed output back, and removes the container. The policy (what
+makes a container a sandbox) is executor/policy/docker_args.py; the in-container supervisor is
+docker_driver.py; the bytes between them are docker_wire.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, cast
+
+import docker
+from executor.backends.base import OutputCallback
+from executor.backends.docker_wire import (
+    DOCKER_STDOUT,
+    MAX_CODE_BYTES,
+    READY,
+    DockerDemux,
+    DriverFrames,
+    encode_message,
+)
+from executor.cancel import CancelToken
+from executor.docker_pool import Remover, SandboxContainer, WarmPool
+from executor.errors import BackendUnavailable, InvalidSpec, SandboxFailed
+from executor.limits import Limits
+from executor.policy.docker_args import SANDBOX_LABEL, container_create_kwargs, pool_key
+from executor.result import RunResult
+from executor.spec import RunSpec
+from executor.streaming import OutputPump
+
+logger = logging.getLogger(__name__)
+
+DRIVER_SOURCE = (Path(__file__).parent / "docker_driver.py").read_text()
+COMMAND = ["python3", "-I", "-S", "-c", DRIVER_SOURCE]
+# The supervisor enforces the wall limit; we kill the container this much later if it did not.
+BACKSTOP_S = 3.0
+OWNER_LABEL = "undoable.owner"  # host:pid of the process that started it (for reaping)
+INSTANCE_LABEL = "undoable.backend"
+MAX_DRIVER_STDERR = 8192
+START_TIMEOUT_S = 20.0
+SIGKILL = 9
+
+
+class DockerBackend:
+    """Runs each program in a fresh, locked-down container; see docker_args for the policy."""
+
+    name = "docker"
+
+    def __init__(
+        self,
+        image: str = "undoable-sandbox:latest",
+        warm_pool_size: int = 2,
+        docker_url: str | None = None,
+        limits: Limits | None = None,
+        remove_sync: bool = False,
+    ) -> None:
+        """`limits`: what pooled containers are created for (memory, pids, quotas).
+
+        `remove_sync`: wait for Docker to remove the container before `run` returns. By
+        default the run returns once its processes are dead and the removal (Docker's
+        ~50-100 ms teardown) finishes in the background; `settle()` waits for it.
+        """
+        self.image = image
+        self.instance_id = uuid.uuid4().hex[:16]
+        self._docker_url = docker_url
+        self._warm_pool_size = warm_pool_size
+        # Pooled containers are created for these limits; a run whose creation-time limits
+        # differ (see pool_key) gets a container started just for it.
+        self._pool_limits = limits or Limits()
+        self._local = threading.local()
+        self._pool: WarmPool | None = None
+        self._lock = threading.Lock()
+        self._remove_sync = remove_sync
+        self._remover = Remover(self._remove)
+        self._labels = {
+            INSTANCE_LABEL: self.instance_id,
+            OWNER_LABEL: f"{socket.gethostname()}:{os.getpid()}",
+        }
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def self_check(self) -> None:
+        """Fail closed unless the engine answers, enforces seccomp, and has the image."""
+        try:
+            api = self._api()
+            api.ping()
+            info = api.info()
+        except docker.errors.DockerException as exc:
+            raise BackendUnavailable(
+                f"Docker engine unreachable ({self._docker_url or 'DOCKER_HOST/default socket'}):"
+                f" {exc}. Start dockerd or fix the docker URL."
+            ) from exc
+        if not any("seccomp" in option for option in info.get("SecurityOptions") or []):
+            raise BackendUnavailable("the Docker engine has no seccomp support; refusing to run")
+        try:
+            api.inspect_image(self.image)
+        except docker.errors.ImageNotFound as exc:
+            raise BackendUnavailable(
+                f"sandbox image {self.image} is missing: run `make sandbox-image`"
+            ) from exc
+        self.reap_stale()
+        try:
+            probe = self._run_in(
+                self._start(self._pool_limits), RunSpec(code="print(1+1)"), limits=self._pool_limits
+            )
+        except SandboxFailed as exc:
+            raise BackendUnavailable(f"a sandbox container does not start: {exc}") from exc
+        if probe.stdout != "2\n" or probe.exit_code != 0:
+            raise BackendUnavailable(f"the sandbox image does not run Python: {probe!r}")
+        self._ensure_pool()
+
+    def close(self) -> None:
+        """Stop the pool and remove every container this backend instance started."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+        self._remover.close()
+        for container in self._list({INSTANCE_LABEL: self.instance_id}):
+            self._remove(container["Id"])
+
+    def reap_stale(self) -> int:
+        """Remove sandbox containers left behind by dead processes; return how many."""
+        host = socket.gethostname()
+        removed = 0
+        for container in self._list({}):
+            owner = container.get("Labels", {}).get(OWNER_LABEL, "")
+            owner_host, _, pid = owner.rpartition(":")
+            stale = owner_host == host and pid.isdigit() and not _pid_alive(int(pid))
+            if stale or (container.get("State") != "running" and _age_s(container) > 300):
+                logger.info("removing a stale sandbox container", extra={"owner": owner})
+                self._remove(container["Id"])
+                removed += 1
+        return removed
+
+    def settle(self, timeout: float = 30.0) -> bool:
+        """Wait until every used container has been removed; False on timeout."""
+        return self._remover.settle(timeout)
+
+    def wait_warm(self, timeout: float = 30.0) -> bool:
+        """Wait until the warm pool is full; for benchmarks and tests of warm runs."""
+        pool = self._ensure_pool()
+        return pool.wait_ready(timeout) if pool is not None else True
+
+    # -- running -----------------------------------------------------------------------------
+
+    def run(
+        self,
+        spec: RunSpec,
+        *,
+        limits: Limits,
+        on_output: OutputCallback | None = None,
+        cancel: CancelToken | None = None,
+    ) -> RunResult:
+        """Run `spec` in a container of its own; the container is gone when this returns."""
+        if len(spec.code.encode()) > MAX_CODE_BYTES:
+            raise InvalidSpec(f"code is longer than {MAX_CODE_BYTES} bytes")
+        return self._run_in(self._acquire(limits), spec, limits, on_output, cancel)
+
+    def _run_in(
+        self,
+        container: SandboxContainer,
+        spec: RunSpec,
+        limits: Limits,
+        on_output: OutputCallback | None = None,
+        cancel: CancelToken | None = None,
+    ) -> RunResult:
+        try:
+            return _Session(self, container, limits, on_output, cancel).run(
+                encode_message(spec, limits)
+            )
+        finally:
+            container.close()
+            if self._remove_sync:
+                self._remove(container.id)
+            else:
+                self._remover.submit(container.id)
+
+    def _acquire(self, limits: Limits) -> SandboxContainer:
+        pool = self._ensure_pool()
+        if pool is not None and pool_key(limits) == pool_key(self._pool_limits):
+            container = pool.take()
+            if container is not None:
+                return container
+        return self._start(limits)
+
+    def _ensure_pool(self) -> WarmPool | None:
+        with self._lock:
+            if self._pool is None and self._warm_pool_size > 0:
+                self._pool = WarmPool(
+                    size=self._warm_pool_size,
+                    start=lambda: self._start(self._pool_limits),
+                    discard=self._discard,
+                )
+            return self._pool
+
+    def _discard(self, container: SandboxContainer) -> None:
+        container.close()
+        self._remove(container.id)
+
+    def _start(self, limits: Limits) -> SandboxContainer:
+        kwargs = container_create_kwargs(
+            image=self.image, limits=limits, command=COMMAND, labels=self._labels
+        )
+        try:
+            created = self._client().containers.create(**kwargs)
+        except docker.errors.DockerException as exc:
+            raise SandboxFailed(f"cannot create a sandbox container: {exc}") from exc
+        try:
+            api = self._api()
+            # Attach before start so not one byte of output can be missed.
+            handle = api.attach_socket(
+                created.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            )
+            api.start(created.id)
+            container = SandboxContainer(
+                id=created.id, sock=getattr(handle, "_sock", handle), handle=handle
+            )
+            _await_ready(container.sock)
+        except (docker.errors.DockerException, OSError, SandboxFailed) as exc:
+            self._remove(created.id)
+            raise SandboxFailed(f"cannot start a sandbox container: {exc}") from exc
+        return container
+
+    def kill(self, container_id: str) -> None:
+        try:
+            self._api().kill(container_id)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:  # 409: already stopped
+            logger.info("kill of a sandbox container failed", extra={"error": str(exc)})
+
+    def inspect_state(self, container_id: str) -> dict[str, Any]:
+        try:
+            return self._api().inspect_container(container_id).get("State", {})
+        except docker.errors.NotFound:
+            return {}
+
+    def _remove(self, container_id: str) -> None:
+        api = self._api()
+        try:
+            api.remove_container(container_id, force=True)
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: auto-remove is already under way
+                raise SandboxFailed(f"cannot remove sandbox container: {exc}") from exc
+        try:
+            api.wait(container_id, timeout=30, condition="removed")
+        except docker.errors.NotFound:
+            pass
+        except (docker.errors.DockerException, OSError) as exc:
+            raise SandboxFailed(f"sandbox container was not removed: {exc}") from exc
+
+    def _list(self, labels: dict[str, str]) -> list[dict[str, Any]]:
+        wanted = [f"{SANDBOX_LABEL}=1", *(f"{k}={v}" for k, v in labels.items())]
+        return self._api().containers(all=True, filters={"label": wanted})
+
+    def _client(self) -> docker.DockerClient:
+        # One client per thread: requests sessions are not meant to be shared across threads.
+        client = getattr(self._local, "client", None)
+        if client is None:
+            if self._docker_url:
+                client = docker.DockerClient(base_url=self._docker_url)
+            else:
+                client = docker.from_env()
+            self._local.client = client
+        return client
+
+    def _api(self) -> Any:
+        return self._client().api
+
+
+class _Session:
+    """One run over one container's attached socket."""
+
+    def __init__(
+        self,
+        backend: DockerBackend,
+        container: SandboxContainer,
+        limits: Limits,
+        on_output: OutputCallback | None,
+        cancel: CancelToken | None,
+    ) -> None:
+        self.backend = backend
+        self.container = container
+        self.limits = limits
+        self.cancel = cancel
+        self.pump = OutputPump(on_output, limits.max_output_bytes)
+        self.killed_for: str | None = None
+        self.status: dict[str, Any] | None = None
+        self.driver_stderr = bytearray()
+        self._done = threading.Event()
+
+    def run(self, message: bytes) -> RunResult:
+        started = time.monotonic()
+        if self.cancel is not None:
+            self.cancel.on_cancel(lambda: self._kill("cancelled"))
+        try:
+            self.container.sock.sendall(message)
+        except OSError as exc:
+            raise SandboxFailed(f"cannot send the run to the sandbox: {exc}") from exc
+        self._read(deadline=started + self.limits.wall_time_s + BACKSTOP_S)
+        self._done.set()
+        self.pump.close()
+        return self._result(time.monotonic() - started)
+
+    def _kill(self, reason: str) -> None:
+        if self._done.is_set() or self.killed_for is not None:
+            return
+        self.killed_for = reason
+        self.backend.kill(self.container.id)
+
+    def _read(self, deadline: float) -> None:
+        demux, frames = DockerDemux(), DriverFrames()
+        sock = self.container.sock
+        while self.status is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._kill("timed_out")
+                deadline = time.monotonic() + BACKSTOP_S  # then wait for the EOF the kill causes
+            readable, _, _ = select.select([sock], [], [], max(left, 0.05))
+            if not readable:
+                continue
+            data = sock.recv(65536)
+            if not data:
+                return
+            for stream, payload in demux.feed(data):
+                if stream != DOCKER_STDOUT:
+                    self.driver_stderr += payload[: MAX_DRIVER_STDERR - len(self.driver_stderr)]
+                    continue
+                for kind, body in frames.feed(payload):
+                    self._frame(cast(bytes, kind), body)
+
+    def _frame(self, kind: bytes, body: bytes) -> None:
+        if kind == b"s":
+            self.status = json.loads(body)
+        elif not self.pump.feed("stdout" if kind == b"o" else "stderr", body):
+            self._kill("truncated")  # the supervisor caps output too; this is the backstop
+
+    def _result(self, duration: float) -> RunResult:
+        out = {"stdout": self.pump.stdout, "stderr": self.pump.stderr}
+        status = self.status
+        if status is None and self.killed_for is None:
+            state = self.backend.inspect_state(self.container.id)
+            if not state.get("OOMKilled"):
+                stderr = self.driver_stderr.decode(errors="replace")
+                raise SandboxFailed(f"the sandbox supervisor died without a status: {stderr}")
+            status = {"exit_code": None, "signal": SIGKILL, "oom_killed": True}
+        if status is None:
+            return RunResult(
+                exit_code=None,
+                signal=SIGKILL,
+                timed_out=self.killed_for == "timed_out",
+                oom_killed=False,
+                truncated=self.killed_for == "truncated" or self.pump.truncated,
+                duration_s=duration,
+                cancelled=self.killed_for == "cancelled",
+                **out,
+            )
+        return RunResult(
+            exit_code=status.get("exit_code"),
+            signal=status.get("signal"),
+            timed_out=bool(status.get("timed_out")),
+            oom_killed=bool(status.get("oom_killed")),
+            truncated=bool(status.get("truncated")) or self.pump.truncated,
+            duration_s=float(status.get("duration_s", duration)),
+            cancelled=self.killed_for == "cancelled",
+            **out,
+        )
+
+
+def _await_ready(sock: socket.socket) -> None:
+    """Read the supervisor's ready frame, the first thing it writes once it is up."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    got = b""
+    while len(got) < len(READY):
+        left = deadline - time.monotonic()
+        readable, _, _ = select.select([sock], [], [], max(left, 0))
+        if not readable:
+            raise SandboxFailed("the sandbox supervisor did not become ready in time")
+        data = sock.recv(len(READY) - len(got))
+        if not data:
+            break
+        got += data
+    if got != READY:
+        raise SandboxFailed(f"the sandbox supervisor failed to start: {got[8:300]!r}")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _age_s(container: dict[str, Any]) -> float:
+    return time.time() - float(container.get("Created", time.time()))

@@ -1,0 +1,277 @@
+"""The supervisor that runs as PID 1 inside every Docker sandbox (stdlib only, Python 3.11).
+
+Its source is passed to the container as `python3 -I -S -c <this file>`, so the image needs
+nothing of ours. It waits for exactly one run message on stdin (4-byte big-endian length +
+JSON), writes the files, starts the program as its child, copies the child's stdout/stderr to
+its own stdout as frames (1-byte kind, 4-byte length, payload) and ends with one status frame.
+
+Why PID 1 and not docker-init: the init of a PID namespace ignores signals from inside it that
+it has no handler for, and `kill(-1)` skips it, so a hostile program (`kill -9 -1`, `kill -9 1`)
+cannot take the reporter down with it; as init it also reaps orphans and daemons. It makes
+itself non-dumpable so the same-uid program cannot ptrace it or read its /proc entries.
+It enforces the wall limit itself, so the limit holds even if the host process dies.
+"""
+
+import base64
+import contextlib
+import ctypes
+import json
+import os
+import resource
+import selectors
+import signal
+import struct
+import sys
+import time
+
+IDLE_EXIT_S = 3600  # a pooled container nobody claims goes away on its own
+BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace", "LANG": "C.UTF-8"}
+WORKDIR = "/workspace"
+READ_SIZE = 65536
+PR_SET_DUMPABLE = 4
+
+# Echo bare expressions like the interactive interpreter, one top-level statement at a time.
+INTERACTIVE = """
+import ast, sys, traceback
+src = sys.argv.pop(1)
+sys.argv[0] = "-c"
+import __main__
+try:
+    tree = ast.parse(src, "<string>")
+    for node in tree.body:
+        exec(compile(ast.Interactive([node]), "<string>", "single"), __main__.__dict__)
+except SystemExit:
+    raise
+except BaseException as exc:
+    traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+    sys.exit(1)
+"""
+
+
+def emit(kind, payload):
+    view = memoryview(kind + struct.pack(">I", len(payload)) + payload)
+    while view:
+        view = view[os.write(1, view) :]
+
+
+def read_message():
+    ready = selectors.DefaultSelector()
+    ready.register(0, selectors.EVENT_READ)
+    if not ready.select(IDLE_EXIT_S):
+        sys.exit(0)
+    header = read_exact(4)
+    return json.loads(read_exact(struct.unpack(">I", header)[0]))
+
+
+def read_exact(size):
+    buf = bytearray()
+    while len(buf) < size:
+        chunk = os.read(0, size - len(buf))
+        if not chunk:  # the host went away before sending a run: nothing to do
+            sys.exit(0)
+        buf += chunk
+    return bytes(buf)
+
+
+def oom_kills():
+    for path in ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"):
+        try:
+            with open(path) as f:
+                for line in f:
+                    if line.startswith("oom_kill "):
+                        return int(line.split()[1])
+        except OSError:
+            continue
+    return 0
+
+
+def write_files(files):
+    for name, data in files.items():
+        path = os.path.join(WORKDIR, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(data))
+
+
+def argv_for(msg):
+    if msg["language"] == "bash":
+        return ["bash", "-c", msg["code"]]
+    if msg["interpreter_mode"]:
+        return ["python3", "-u", "-c", INTERACTIVE, msg["code"]]
+    return ["python3", "-u", "-c", msg["code"]]
+
+
+def start_child(msg, stdin_r, out_w, err_w):
+    pid = os.fork()
+    if pid:
+        return pid
+    try:  # the child: limits, then exec; never returns to the driver's code
+        cpu = max(1, int(msg["cpu_time_s"] + 0.999))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        fsize = msg["max_file_size_bytes"]
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        nofile = msg["max_open_files"]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # our own /proc files again
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")  # the memory bomb, not the supervisor, is what the OOM killer takes
+        for target, fd in ((0, stdin_r), (1, out_w), (2, err_w)):
+            os.dup2(fd, target)
+        err_w = 2
+        os.closerange(3, 65536)
+        for sig in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+        os.chdir(WORKDIR)
+        env = dict(BASE_ENV, **msg["env"])
+        argv = argv_for(msg)
+        os.execvpe(argv[0], argv, env)  # noqa: S606
+    except BaseException as exc:  # noqa: BLE001 - report why exec failed, then die
+        os.write(err_w, f"sandbox: cannot start program: {exc}\n".encode())
+    os._exit(127)
+
+
+class Run:
+    def __init__(self, msg):
+        self.msg = msg
+        self.sel = selectors.DefaultSelector()
+        self.main_pid = None
+        self.main_status = None
+        self.main_rusage = None
+        self.output_left = msg["max_output_bytes"]
+        self.truncated = False
+        self.timed_out = False
+        self.stdin_left = b""
+
+    def reap(self):
+        while True:
+            try:
+                pid, status, rusage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid == self.main_pid:
+                self.main_status, self.main_rusage = status, rusage
+
+    def forward(self, kind, data):
+        if len(data) > self.output_left:
+            data = data[: self.output_left]
+            self.truncated = True
+        self.output_left -= len(data)
+        if data:
+            emit(kind, data)
+
+    def pump(self, key):
+        fd, kind = key.fd, key.data
+        if kind == b"i":
+            try:
+                sent = os.write(fd, self.stdin_left[:READ_SIZE])
+            except OSError:  # the program closed its stdin
+                sent = len(self.stdin_left)
+            self.stdin_left = self.stdin_left[sent:]
+            if not self.stdin_left:
+                self.sel.unregister(fd)
+                os.close(fd)
+            return
+        data = os.read(fd, READ_SIZE)
+        if kind == b"w":
+            self.reap()
+        elif data:
+            self.forward(kind, data)
+        else:
+            self.sel.unregister(fd)
+            os.close(fd)
+
+    def execute(self):
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(wake_w)
+        stdin_r, stdin_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        oom_before = oom_kills()
+        started = time.monotonic()
+        self.main_pid = start_child(self.msg, stdin_r, out_w, err_w)
+        for fd in (stdin_r, out_w, err_w):
+            os.close(fd)
+        self.stdin_left = base64.b64decode(self.msg["stdin"])
+        if self.stdin_left:
+            os.set_blocking(stdin_w, False)
+            self.sel.register(stdin_w, selectors.EVENT_WRITE, b"i")
+        else:
+            os.close(stdin_w)
+        self.sel.register(out_r, selectors.EVENT_READ, b"o")
+        self.sel.register(err_r, selectors.EVENT_READ, b"e")
+        self.sel.register(wake_r, selectors.EVENT_READ, b"w")
+        deadline = started + self.msg["wall_time_s"]
+        while self.main_status is None and not self.truncated:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.timed_out = True
+                break
+            for key, _ in self.sel.select(left):
+                self.pump(key)
+            self.reap()
+        duration = time.monotonic() - started
+        kill_all()  # the run ends with the main program: daemons and stragglers go too
+        for key in list(self.sel.get_map().values()):
+            if key.data in (b"o", b"e"):
+                os.set_blocking(key.fd, True)
+                while not self.truncated and (data := os.read(key.fd, READ_SIZE)):
+                    self.forward(key.data, data)
+        reap_all(self)
+        self.report(duration, oom_kills() > oom_before)
+
+    def report(self, duration, oom):
+        status = self.main_status
+        exit_code = sig = None
+        if status is not None and os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+        elif status is not None:
+            exit_code = os.WEXITSTATUS(status)
+        cpu_used = 0.0
+        if self.main_rusage is not None:
+            cpu_used = self.main_rusage.ru_utime + self.main_rusage.ru_stime
+        over_cpu = sig in (signal.SIGXCPU, signal.SIGKILL) and (
+            cpu_used >= self.msg["cpu_time_s"] - 0.05
+        )
+        result = {
+            "exit_code": exit_code,
+            "signal": sig,
+            "timed_out": self.timed_out or over_cpu,
+            "oom_killed": oom and sig == signal.SIGKILL,
+            "truncated": self.truncated,
+            "duration_s": duration,
+        }
+        emit(b"s", json.dumps(result).encode())
+
+
+def kill_all():
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(-1, signal.SIGKILL)  # as PID 1 this reaches every process but ourselves
+
+
+def reap_all(run):
+    while True:
+        try:
+            pid, status, rusage = os.wait4(-1, 0)
+        except ChildProcessError:
+            return
+        if pid == run.main_pid and run.main_status is None:
+            run.main_status, run.main_rusage = status, rusage
+
+
+def main():
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no ptrace, no /proc/1 reads
+    emit(b"r", b"")  # warm: the host may hand this container out now
+    msg = read_message()
+    os.chdir(WORKDIR)
+    write_files(msg["files"])
+    Run(msg).execute()
+
+
+main()

@@ -132,11 +132,9 @@ class Sandbox:
         if self._destroyed:
             return
         self._destroyed = True
-        try:
-            self.proc.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            self.proc.wait()
+        # Killed first, so the blocking wait returns at once (Popen.wait(timeout) would poll).
+        self.kill()
+        self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()

@@ -106,14 +106,15 @@ class BwrapBackend:
         """Run `spec` in a single-use sandbox; see executor.run for the contract."""
         if limits.network != "none":
             raise InvalidLimits("the bwrap backend only supports network='none' for now")
-        sandbox = self._pool.take() if self._pool and self._pool_fits(limits) else None
+        pool = self._pool
+        sandbox = pool.take() if pool is not None and self._pool_fits(limits) else None
         if sandbox is None:
             return self._run_cold(spec, limits, on_output, cancel)
         return self._execute(sandbox, spec, limits, on_output, cancel)
 
     def wait_warm(self, timeout_s: float = 30.0) -> bool:
         """Block until the warm pool is full (benchmarks and tests warm up with this)."""
-        return self._pool.wait_full(timeout_s) if self._pool else True
+        return self._pool.wait_full(timeout_s) if self._pool is not None else True
 
     def close(self) -> None:
         if self._pool is not None:

@@ -1,20 +1,27 @@
 """The in-sandbox supervisor. Its source is handed to the sandbox's python3 with `-c`.
 
 It runs as PID 1 of the sandbox's PID namespace (bwrap --as-pid-1), so nothing inside can
-signal it. It reports "ready", blocks until the host sends ONE job (8-byte length + JSON) on
-the job fd, forks the program, reaps every orphan, and reports the program's raw wait status
-on the status fd. When it exits the kernel kills whatever is left in the namespace, so no
-daemon outlives the run. Standard library only: this runs under the rootfs's python3.
+signal it. It forks the program's process at once; that child reports "ready" and blocks until
+the host sends ONE job (8-byte length + JSON) on the job fd, then becomes the program. PID 1
+reaps every orphan and reports the program's raw wait status on the status fd. When it exits
+the kernel kills whatever is left in the namespace, so no daemon outlives the run.
+Standard library only: this runs under the rootfs's python3.
 """
 
 import ast
+import atexit
 import base64
+import builtins
+import contextlib
+import io
 import json
 import os
 import resource
 import signal
 import sys
+import threading
 import traceback
+import types
 
 WORKDIR = "/workspace"
 
@@ -50,10 +57,6 @@ def _report_exception(exc):
 
 
 def _run_python(job):
-    import builtins
-    import io
-    import types
-
     # Unbuffered like `python3 -u`, so output streams while the program runs.
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
     sys.stderr = io.TextIOWrapper(
@@ -65,6 +68,7 @@ def _run_python(job):
     sys.argv = ["-c"]
     sys.path.insert(0, WORKDIR)
     code = job["code"]
+    status = 0
     try:
         if job.get("interpreter_mode"):
             tree = ast.parse(code, "<string>", "exec")
@@ -73,11 +77,40 @@ def _run_python(job):
                 exec(compile(single, "<string>", "single"), main.__dict__)  # noqa: S102
         else:
             exec(compile(code, "<string>", "exec"), main.__dict__)  # noqa: S102
-    except SystemExit:
-        raise
+    except SystemExit as exc:
+        status = _exit_status(exc)
     except BaseException as exc:
         _report_exception(exc)
-        sys.exit(1)
+        status = 1
+    _fast_exit(status)
+
+
+def _exit_status(exc):
+    """What the interpreter would exit with for an uncaught SystemExit."""
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    sys.stdout.flush()
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def _fast_exit(status):
+    # The program's side of interpreter shutdown (threads joined, atexit run, output flushed)
+    # without tearing down every module: a forked interpreter's full finalization costs ms,
+    # and the whole sandbox is thrown away right after.
+    try:
+        threading._shutdown()
+        atexit._run_exitfuncs()
+    except BaseException as exc:
+        _report_exception(exc)
+        status = status or 1
+    for stream in (sys.stdout, sys.stderr):
+        # A closed or broken stdout must not turn a finished program into a crash.
+        with contextlib.suppress(BaseException):
+            stream.flush()
+    os._exit(status)
 
 
 def _run_bash(job):
@@ -106,21 +139,27 @@ def _child(job, status_fd):
     _run_python(job)
 
 
-def main(job_fd, status_fd):
+def _receive_and_run(job_fd, status_fd):
     os.write(status_fd, b"ready\n")
     size = int.from_bytes(_read_exact(job_fd, 8), "big")
     job = json.loads(_read_exact(job_fd, size))
     os.close(job_fd)
+    _child(job, status_fd)
+
+
+def main(job_fd, status_fd):
+    # Fork before the job arrives, so a warm sandbox's run does not pay for the fork.
     pid = os.fork()
     if pid == 0:
         try:
-            _child(job, status_fd)
-        except SystemExit:
-            raise
+            _receive_and_run(job_fd, status_fd)
         except BaseException as exc:
+            if isinstance(exc, EOFError):
+                os._exit(125)  # the host discarded this sandbox unused
             sys.stderr.write(f"sandbox: could not start the program: {exc!r}\n")
             os._exit(126)
         return
+    os.close(job_fd)
     # The supervisor keeps no copy of the program's pipes: EOF must mean the program is done.
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):

@@ -86,10 +86,10 @@ class WarmPool:
         with self._cond:
             return self._cond.wait_for(lambda: len(self._ready) >= self._size, timeout)
 
-    @property
-    def ready_count(self) -> int:
+    def ready_ids(self) -> list[str]:
+        """Ids of the containers waiting in the pool, oldest first."""
         with self._cond:
-            return len(self._ready)
+            return [container.id for container in self._ready]
 
     def close(self) -> None:
         """Stop refilling and remove every container still waiting in the pool."""

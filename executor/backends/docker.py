@@ -147,6 +147,10 @@ class DockerBackend:
         """Wait until every used container has been removed; False on timeout."""
         return self._remover.settle(timeout)
 
+    def warm_container_ids(self) -> list[str]:
+        """Ids of the started containers waiting in the pool (for tests and diagnostics)."""
+        return self._pool.ready_ids() if self._pool is not None else []
+
     def wait_warm(self, timeout: float = 30.0) -> bool:
         """Wait until the warm pool is full; for benchmarks and tests of warm runs."""
         pool = self._ensure_pool()

@@ -54,13 +54,13 @@ def container_create_kwargs(
         )
     if not _IMAGE.match(image):
         raise InvalidSpec(f"invalid image name {image!r}")
-    if not command or not all(isinstance(arg, str) for arg in command):
+    if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
         raise InvalidSpec("command must be a non-empty list of strings")
     for key, value in labels.items():
         if not _LABEL_KEY.match(key) or key == SANDBOX_LABEL or not isinstance(value, str):
             raise InvalidSpec(f"invalid label {key!r}")
-    memory = f"{limits.memory_mib}m"
-    nofile = max(limits.max_open_files, 64)
+    memory = _mib(limits.memory_mib)
+    nofile = max(int(limits.max_open_files), 64)
     return {
         "image": image,
         "command": command,
@@ -85,7 +85,7 @@ def container_create_kwargs(
         },
         "shm_size": "1m",
         "ipc_mode": "private",
-        "pids_limit": limits.max_pids + SUPERVISOR_PIDS,
+        "pids_limit": int(limits.max_pids) + SUPERVISOR_PIDS,
         "mem_limit": memory,
         "memswap_limit": memory,  # equal: no swap on top of the memory limit
         "nano_cpus": NANO_CPUS,
@@ -102,5 +102,10 @@ def container_create_kwargs(
     }
 
 
-def _tmpfs(size_mib: int, *, mode: str) -> str:
-    return f"rw,exec,nosuid,nodev,size={int(size_mib)}m,uid={UID},gid={UID},mode={mode}"
+def _mib(value: float) -> int:
+    # Whole bytes: a fractional MiB from the limits must not become a string Docker misreads.
+    return max(int(value * 1024 * 1024), 1024 * 1024)
+
+
+def _tmpfs(size_mib: float, *, mode: str) -> str:
+    return f"rw,exec,nosuid,nodev,size={_mib(size_mib)},uid={UID},gid={UID},mode={mode}"

@@ -1,3 +1,120 @@
-from ninja import NinjaAPI
+"""The agent API (django-ninja), mounted at /api/: stateless exec, sessions, offline docs.
 
-api = NinjaAPI(title="Undoable API", version="1", urls_namespace="api")
+Every error is JSON {"error": "..."} with the right status; ninja's own 422/401 shapes are
+rewritten here so clients see one shape.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import ninja
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.openapi.docs import DocsBase
+
+from webapp.agents.auth import TokenAuth
+from webapp.agents.exec_api import router as exec_router
+from webapp.agents.ratelimit import QuotaExceeded
+from webapp.agents.schemas import ApiError
+from webapp.agents.sessions_api import router as sessions_router
+
+logger = logging.getLogger(__name__)
+
+# Swagger UI's files ship inside the ninja package; we serve them ourselves so /api/docs works
+# with no CDN and without adding "ninja" to INSTALLED_APPS.
+_ASSET_DIR = Path(ninja.__file__).parent / "static" / "ninja"
+_ASSETS = {
+    "swagger-ui.css": "text/css",
+    "swagger-ui-bundle.js": "text/javascript",
+    "swagger-ui-init.js": "text/javascript",
+    "favicon.png": "image/png",
+}
+
+
+class OfflineSwagger(DocsBase):
+    def render_page(self, request: HttpRequest, api: NinjaAPI, **kwargs: Any) -> HttpResponse:
+        context = {
+            "title": api.title,
+            "settings": {"url": self.get_openapi_url(api, kwargs), "layout": "BaseLayout"},
+        }
+        return HttpResponse(render_to_string("agents/api_docs.html", context, request=request))
+
+
+api = NinjaAPI(
+    title="Undoable API",
+    version="1",
+    description="Run code in a sandbox: stateless `POST /api/v1/exec` (replit-code-exec "
+    "protocol) and stateful sessions. Authenticate with `Authorization: Bearer <token>`.",
+    urls_namespace="api",
+    auth=TokenAuth(),
+    docs=OfflineSwagger(),
+)
+api.add_router("/v1", exec_router)
+api.add_router("/v1/sessions", sessions_router)
+
+
+@api.get("/docs/assets/{name}", auth=None, include_in_schema=False, url_name="docs-asset")
+def docs_asset(request: HttpRequest, name: str) -> HttpResponse:
+    if name not in _ASSETS:
+        raise Http404(name)
+    response = HttpResponse((_ASSET_DIR / name).read_bytes(), content_type=_ASSETS[name])
+    response["Cache-Control"] = "public, max-age=86400"
+    return response
+
+
+def error_response(status: int, message: str, *, retry_after_s: int | None = None) -> JsonResponse:
+    response = JsonResponse({"error": message}, status=status)
+    if retry_after_s is not None:
+        response["Retry-After"] = str(retry_after_s)
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="api"'
+    return response
+
+
+@api.exception_handler(ApiError)
+def _api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
+    return error_response(exc.status, exc.message, retry_after_s=exc.retry_after_s)
+
+
+@api.exception_handler(QuotaExceeded)
+def _quota(request: HttpRequest, exc: QuotaExceeded) -> HttpResponse:
+    return error_response(429, str(exc), retry_after_s=exc.retry_after_s)
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return error_response(401, "missing, invalid or revoked API token")
+
+
+@api.exception_handler(ValidationError)
+def _invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    first = exc.errors[0] if exc.errors else {}
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    return error_response(400, f"{where}: {first.get('msg', 'invalid request')}".lower())
+
+
+@api.exception_handler(RequestDataTooBig)
+def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    return error_response(413, "request body is too large")
+
+
+@api.exception_handler(Http404)
+def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return error_response(404, "not found")
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    return error_response(exc.status_code, str(exc))
+
+
+@api.exception_handler(Exception)
+def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    logger.exception("agent api error", extra={"path": request.path})
+    return error_response(500, "internal error")

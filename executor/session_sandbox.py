@@ -1,0 +1,178 @@
+"""Start and talk to one session's long-lived bwrap sandbox.
+
+Built on the shared policy (executor/policy/bwrap_args.py): the same namespaces, seccomp
+filter, read-only root, cgroups and rlimits as a single-use run, with two local changes that a
+session needs: /workspace is a host directory bound read-write (so files can be put and fetched
+from the host side) instead of a private tmpfs, and the program is the REPL driver
+(executor/session_driver.py). The `timeout -s KILL` wrapper of the policy bounds the session's
+whole life even if this process dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from executor.cgroups import SandboxCgroup
+from executor.errors import SandboxFailed
+from executor.limits import Limits
+from executor.policy.bwrap_args import WORKDIR, SandboxFds, bwrap_argv, program_rlimits
+from executor.policy.seccomp import seccomp_pipe
+
+_JOIN_CGROUPS = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo 0 > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'  # noqa: E501
+# pip inside a session: the rootfs's Python is "externally managed" (PEP 668); installs go to
+# the user site in the writable HOME (/workspace/.local), offline, without a cache.
+SESSION_ENV = {
+    "PIP_USER": "1",
+    "PIP_BREAK_SYSTEM_PACKAGES": "1",
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    "PIP_NO_CACHE_DIR": "1",
+    "PIP_NO_INPUT": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+
+
+class SessionDied(SandboxFailed):
+    """The session's sandbox is gone (killed, reaped, crashed); its state is lost."""
+
+
+@cache
+def driver_source() -> str:
+    return Path(__file__).with_name("session_driver.py").read_text()
+
+
+def session_argv(
+    *, rootfs: str, workdir: str, limits: Limits, fds: SandboxFds, lifetime_s: float, config: str
+) -> list[str]:
+    """The policy's argv with the workspace bound from the host and the REPL driver as program."""
+    argv = bwrap_argv(rootfs=rootfs, limits=limits, fds=fds, hard_limit_s=lifetime_s)
+    at = next((i for i, a in enumerate(argv) if a == "--tmpfs" and argv[i + 1] == WORKDIR), -1)
+    if at < 4 or argv[at - 4] != "--size" or argv[at - 2] != "--perms":
+        raise SandboxFailed("the bwrap policy changed shape; update session_argv")
+    argv[at - 4 : at + 2] = ["--bind", workdir, WORKDIR]
+    # bwrap's own init (PID 1) reaps the orphans that bash cells leave behind; the driver is
+    # the user's own process anyway, so it gains nothing from being PID 1.
+    argv.remove("--as-pid-1")
+    sep = argv.index("--")
+    env: list[str] = []
+    for key, value in SESSION_ENV.items():
+        env += ["--setenv", key, value]
+    program = ["/usr/bin/python3", "-c", driver_source(), str(fds.job), str(fds.status), config]
+    return [*argv[:sep], *env, "--", *program]
+
+
+class SessionSandbox:
+    """A running session sandbox: send a command, read its reply; `kill()` ends it for good."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], cmd_w: int, reply_r: int,
+                 cgroup: SandboxCgroup | None) -> None:  # fmt: skip
+        self.proc = proc
+        self.cmd_w = cmd_w
+        self.reply_r = reply_r
+        self.cgroup = cgroup
+        self._buf = b""
+
+    @classmethod
+    def start(cls, *, rootfs: str, workdir: str, limits: Limits, lifetime_s: float,
+              host_uid: int | None, cgroup_parents: dict[str, str]) -> SessionSandbox:  # fmt: skip
+        cgroup = SandboxCgroup.create(cgroup_parents, host_uid) if cgroup_parents else None
+        memory_cgroup = bool(cgroup and cgroup.has_memory)
+        rlimits = program_rlimits(limits, memory_cgroup=memory_cgroup)
+        config = json.dumps({"rlimits": rlimits, "max_output_bytes": limits.max_output_bytes})
+        to_close: list[int] = []
+        try:
+            if cgroup is not None:
+                cgroup.apply(limits)
+            seccomp_r = seccomp_pipe()
+            cmd_r, cmd_w = os.pipe()
+            reply_r, reply_w = os.pipe()
+            to_close += [seccomp_r, cmd_r, reply_w]
+            fds = SandboxFds(seccomp=seccomp_r, job=cmd_r, status=reply_w)
+            argv = session_argv(rootfs=rootfs, workdir=workdir, limits=limits, fds=fds,
+                                lifetime_s=lifetime_s, config=config)  # fmt: skip
+            if cgroup is not None:
+                files = cgroup.procs_files
+                argv = ["/bin/sh", "-c", _JOIN_CGROUPS, "sh", str(len(files)), *files, *argv]
+            drop = {"user": host_uid, "group": host_uid, "extra_groups": []} if host_uid else {}
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                pass_fds=(seccomp_r, cmd_r, reply_w),
+                env={},
+                start_new_session=True,
+                **drop,  # type: ignore[arg-type]
+            )
+        except OSError as exc:
+            if cgroup is not None:
+                cgroup.remove()
+            raise SandboxFailed(f"could not start the session sandbox: {exc}") from exc
+        finally:
+            for fd in to_close:
+                os.close(fd)
+        sandbox = cls(proc, cmd_w, reply_r, cgroup)
+        try:
+            sandbox.receive(deadline=time.monotonic() + 30.0)
+        except SessionDied as exc:
+            detail = proc.stderr.read(4096).decode("utf-8", "replace") if proc.stderr else ""
+            sandbox.kill()
+            raise SandboxFailed(f"session sandbox did not start: {exc} {detail}".strip()) from exc
+        return sandbox
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def send(self, message: dict[str, Any]) -> None:
+        body = json.dumps(message).encode()
+        view = memoryview(len(body).to_bytes(8, "big") + body)
+        try:
+            while view:
+                view = view[os.write(self.cmd_w, view) :]
+        except OSError as exc:
+            raise SessionDied(f"the session sandbox is gone ({exc.strerror})") from exc
+
+    def receive(self, *, deadline: float) -> dict[str, Any]:
+        """The next reply, or SessionDied if the sandbox ends or `deadline` passes first."""
+        while True:
+            if len(self._buf) >= 8:
+                size = int.from_bytes(self._buf[:8], "big")
+                if len(self._buf) >= 8 + size:
+                    body, self._buf = self._buf[8 : 8 + size], self._buf[8 + size :]
+                    reply: dict[str, Any] = json.loads(body)
+                    return reply
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SessionDied("no reply before the deadline")
+            readable, _, _ = select.select([self.reply_r], [], [], remaining)
+            if readable:
+                data = os.read(self.reply_r, 1 << 20)
+                if not data:
+                    raise SessionDied("the session sandbox exited")
+                self._buf += data
+
+    def kill(self) -> None:
+        """SIGKILL the whole tree, reap it, close our pipes and remove its cgroups."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.cgroup is not None:
+            self.cgroup.kill_all()
+        self.proc.wait()
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+        for fd in (self.cmd_w, self.reply_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.cmd_w = self.reply_r = -1
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None

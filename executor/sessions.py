@@ -1,0 +1,286 @@
+"""Stateful sessions: a long-lived sandbox per session holding a Python REPL and a workspace.
+
+    manager = SessionManager(rootfs="/path/to/rootfs", root_dir="/var/lib/undoable/sessions")
+    session = manager.create()
+    session.exec("x = 21")
+    session.exec("x * 2").stdout          # "42\\n"
+    session.write_file("data.bin", b"...")
+    manager.close(session.id)
+
+Sessions idle longer than `idle_timeout_s`, or older than `max_lifetime_s`, are reaped by a
+background thread: the sandbox is SIGKILLed and its workspace removed. The hard lifetime also
+holds if this process dies (the policy's `timeout -s KILL` wrapper and --die-with-parent).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from executor import cgroups, session_files
+from executor.errors import ExecutorError, InvalidSpec, NoCapacity
+from executor.limits import Limits
+from executor.result import RunResult
+from executor.session_files import FileEntry
+from executor.session_sandbox import SessionDied, SessionSandbox
+
+logger = logging.getLogger(__name__)
+
+NOBODY = 65534
+# A cell that ignores its alarm (stuck in C code) gets this long before the session is killed.
+_CELL_GRACE_S = 3.0
+
+
+class SessionNotFound(ExecutorError):
+    """No live session with that id (never existed, closed, or reaped)."""
+
+
+class SessionBusy(ExecutorError):
+    """The session is already running a cell; sessions run one command at a time."""
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    rootfs: str
+    root_dir: str
+    limits: Limits  # per cell: wall_time_s caps a cell; memory/pids/files cap the session
+    idle_timeout_s: float = 600.0
+    max_lifetime_s: float = 3600.0
+    max_sessions: int = 32
+    host_uid: int | None = NOBODY
+    use_cgroups: bool = True
+
+
+class Session:
+    """One live session. Thread-safe; commands run one at a time."""
+
+    def __init__(self, session_id: str, sandbox: SessionSandbox, workdir: str,
+                 config: SessionConfig) -> None:  # fmt: skip
+        self.id = session_id
+        self.workdir = workdir
+        self.config = config
+        self.created_at = time.monotonic()
+        self.last_used_at = self.created_at
+        self.closed_reason: str | None = None
+        self._sandbox = sandbox
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int:
+        """Host pid of the sandbox's outermost process (tests check it is really gone)."""
+        return self._sandbox.proc.pid
+
+    @property
+    def expires_at(self) -> float:
+        """Monotonic time when this session is reaped unless used again."""
+        idle = self.last_used_at + self.config.idle_timeout_s
+        return min(idle, self.created_at + self.config.max_lifetime_s)
+
+    def touch(self) -> None:
+        self.last_used_at = time.monotonic()
+
+    def exec(
+        self, code: str, *, language: str = "python", timeout_s: float | None = None
+    ) -> RunResult:
+        """Run a Python cell (state persists) or a bash command in the session's workspace."""
+        if language not in ("python", "bash"):
+            raise InvalidSpec(f"unknown language {language!r}")
+        cap = self.config.limits.wall_time_s
+        timeout = cap if timeout_s is None else timeout_s
+        if not 0 < timeout <= cap:
+            raise InvalidSpec(f"timeout_s must be > 0 and <= {cap:g}")
+        if not self._lock.acquire(blocking=False):
+            raise SessionBusy(f"session {self.id} is running another command")
+        try:
+            self._check_open()
+            self.touch()
+            started = time.monotonic()
+            try:
+                self._sandbox.send({"language": language, "code": code, "timeout_s": timeout})
+                reply = self._sandbox.receive(deadline=started + timeout + _CELL_GRACE_S)
+            except SessionDied as exc:
+                return self._died(exc, started)
+            finally:
+                self.touch()
+            return RunResult(
+                exit_code=reply["exit_code"],
+                signal=None,
+                stdout=reply["stdout"],
+                stderr=reply["stderr"],
+                timed_out=reply["timed_out"],
+                oom_killed=False,
+                truncated=reply["truncated"],
+                duration_s=reply["duration_s"],
+            )
+        finally:
+            self._lock.release()
+
+    def _died(self, exc: SessionDied, started: float) -> RunResult:
+        oom = bool(self._sandbox.cgroup and self._sandbox.cgroup.oom_killed())
+        timed_out = time.monotonic() - started >= self.config.limits.wall_time_s and not oom
+        self.kill(reason="died")
+        logger.info("session sandbox died", extra={"session_id": self.id, "error": str(exc)})
+        return RunResult(
+            exit_code=None,
+            signal=9,
+            stdout="",
+            stderr=f"The session's sandbox ended ({exc}); its state is lost.\n",
+            timed_out=timed_out,
+            oom_killed=oom,
+            truncated=False,
+            duration_s=time.monotonic() - started,
+        )
+
+    def _check_open(self) -> None:
+        if self.closed_reason is not None:
+            raise SessionNotFound(f"session {self.id} is closed ({self.closed_reason})")
+
+    # Files: host-side, through the symlink-safe helpers. They count as activity.
+    def write_file(self, path: str, data: bytes) -> None:
+        self._check_open()
+        if len(data) > self.config.limits.max_file_size_mib * 1024 * 1024:
+            raise InvalidSpec(f"{path} is larger than the session's file size limit")
+        self.touch()
+        session_files.write_file(self.workdir, path, data, owner=self.config.host_uid)
+
+    def read_file(self, path: str) -> bytes:
+        self._check_open()
+        self.touch()
+        limit = self.config.limits.max_file_size_mib * 1024 * 1024
+        return session_files.read_file(self.workdir, path, max_bytes=limit)
+
+    def list_files(self, path: str = "") -> list[FileEntry]:
+        self._check_open()
+        self.touch()
+        return session_files.list_dir(self.workdir, path)
+
+    def delete_file(self, path: str) -> None:
+        self._check_open()
+        self.touch()
+        session_files.delete_path(self.workdir, path)
+
+    def kill(self, *, reason: str = "closed") -> None:
+        """End the session for good: SIGKILL the sandbox and remove its workspace."""
+        if self.closed_reason is None:
+            self.closed_reason = reason
+        self._sandbox.kill()
+        shutil.rmtree(os.path.dirname(self.workdir), ignore_errors=True)
+
+
+class SessionManager:
+    """Creates, finds and reaps the sessions of this process."""
+
+    def __init__(self, config: SessionConfig,
+                 on_close: Callable[[str, str], None] | None = None) -> None:  # fmt: skip
+        self.config = config
+        self.on_close = on_close
+        self._sessions: dict[str, Session] = {}
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._cgroup_parents = cgroups.available_parents() if config.use_cgroups else {}
+        os.makedirs(config.root_dir, mode=0o711, exist_ok=True)
+        # Traversable (not listable) by the unprivileged sandbox uid that binds a workspace inside.
+        os.chmod(config.root_dir, 0o711)  # noqa: S103
+        self._reaper = threading.Thread(target=self._reap_loop, name="session-reaper", daemon=True)
+        self._reaper.start()
+
+    def create(self) -> Session:
+        with self._cond:
+            if len(self._sessions) >= self.config.max_sessions:
+                raise NoCapacity("this worker holds as many sessions as it may")
+        session_id = secrets.token_hex(12)
+        base = os.path.join(self.config.root_dir, session_id)
+        workdir = os.path.join(base, "workspace")
+        os.makedirs(workdir, mode=0o700)
+        os.chmod(base, 0o711)  # noqa: S103
+        uid = self.config.host_uid if os.geteuid() == 0 else None
+        if uid is not None:
+            os.chown(workdir, uid, uid)
+        try:
+            sandbox = SessionSandbox.start(
+                rootfs=os.path.abspath(self.config.rootfs),
+                workdir=workdir,
+                limits=self.config.limits,
+                lifetime_s=self.config.max_lifetime_s,
+                host_uid=uid,
+                cgroup_parents=self._cgroup_parents,
+            )
+        except BaseException:
+            shutil.rmtree(base, ignore_errors=True)
+            raise
+        session = Session(session_id, sandbox, workdir, self.config)
+        with self._cond:
+            self._sessions[session_id] = session
+            self._cond.notify_all()
+        logger.info("session started", extra={"session_id": session_id, "pid": session.pid})
+        return session
+
+    def get(self, session_id: str) -> Session:
+        with self._cond:
+            session = self._sessions.get(session_id)
+        if session is None or session.closed_reason is not None:
+            raise SessionNotFound(f"no live session {session_id}")
+        return session
+
+    def close(self, session_id: str, *, reason: str = "closed") -> None:
+        with self._cond:
+            session = self._sessions.pop(session_id, None)
+        if session is None:
+            raise SessionNotFound(f"no live session {session_id}")
+        session.kill(reason=reason)
+        logger.info("session closed", extra={"session_id": session_id, "reason": reason})
+        if self.on_close is not None:
+            self.on_close(session_id, reason)
+
+    def live_ids(self) -> list[str]:
+        with self._cond:
+            return list(self._sessions)
+
+    def shutdown(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        for session_id in self.live_ids():
+            self.close(session_id, reason="shutdown")
+
+    def reap_due(self) -> list[str]:
+        """Close every session past its idle or lifetime limit (or whose sandbox died)."""
+        now = time.monotonic()
+        with self._cond:
+            due = [
+                s for s in self._sessions.values()
+                if (s.expires_at <= now and not s._lock.locked()) or not s._sandbox.alive
+            ]  # fmt: skip
+        for session in due:
+            lifetime_over = now >= session.created_at + self.config.max_lifetime_s
+            reason = "expired" if lifetime_over else "idle"
+            if not session._sandbox.alive:
+                reason = "died"
+            try:
+                self.close(session.id, reason=reason)
+            except SessionNotFound:
+                continue  # closed by a request meanwhile
+        return [s.id for s in due]
+
+    def _reap_loop(self) -> None:
+        while True:
+            with self._cond:
+                if self._stopped:
+                    return
+                now = time.monotonic()
+                next_due = min((s.expires_at for s in self._sessions.values()), default=now + 60)
+                # Wake at the next deadline; sandboxes that die on their own are noticed within
+                # a few seconds.
+                self._cond.wait(timeout=max(0.05, min(next_due - now, 5.0)))
+                if self._stopped:
+                    return
+            try:
+                self.reap_due()
+            except Exception:
+                logger.exception("session reaper failed")

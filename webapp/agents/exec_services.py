@@ -1,0 +1,106 @@
+"""Stateless exec: turn a validated request into a RunSpec, run it, and shape the reply."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import executor
+from executor import InvalidSpec, OutputChunk, RunResult, RunSpec
+from executor.spec import validate_relative_path
+from webapp.agents import conf
+from webapp.agents.schemas import ApiError, ExecIn, check_timeout
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+async def in_pool(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run blocking sandbox work on our own thread pool, never on the event loop.
+
+    Django's default for sync code from async views is ONE shared thread, which would serialise
+    every run; sandboxes wait on pipes, so many threads cost little.
+    """
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(
+                max_workers=conf.get_int("AGENTS_EXEC_THREADS"), thread_name_prefix="agents-exec"
+            )
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_pool, functools.partial(fn, *args, **kwargs))
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def exec_build_spec(payload: ExecIn) -> tuple[RunSpec, float]:
+    """Check sizes, names and limits (413/400) and build the spec; nothing runs yet."""
+    if _utf8_len(payload.code) > conf.get_int("AGENTS_MAX_CODE_BYTES"):
+        raise ApiError(413, f"code is larger than {conf.get_int('AGENTS_MAX_CODE_BYTES')} bytes")
+    if len(payload.files) > conf.get_int("AGENTS_MAX_FILES"):
+        raise ApiError(413, f"more than {conf.get_int('AGENTS_MAX_FILES')} files")
+    if sum(_utf8_len(v) for v in payload.files.values()) > conf.get_int("AGENTS_MAX_FILES_BYTES"):
+        raise ApiError(413, f"files are larger than {conf.get_int('AGENTS_MAX_FILES_BYTES')} bytes")
+    if _utf8_len(payload.stdin) > conf.get_int("AGENTS_MAX_STDIN_BYTES"):
+        raise ApiError(413, "stdin is too large")
+    timeout = check_timeout(payload.timeout_s, executor.caps().wall_time_s)
+    try:
+        for name in payload.files:
+            validate_relative_path(name)
+        spec = RunSpec(
+            code=payload.code,
+            language=payload.language,
+            files={name: text.encode("utf-8") for name, text in payload.files.items()},
+            stdin=payload.stdin.encode("utf-8"),
+            interpreter_mode=payload.interpreter_mode,
+        )
+    except (InvalidSpec, UnicodeEncodeError) as exc:
+        raise ApiError(400, str(exc)) from None
+    return spec, timeout
+
+
+def exec_run(spec: RunSpec, *, timeout_s: float) -> tuple[RunResult, str]:
+    """Run `spec` in a fresh sandbox; returns the result and stdout+stderr as they interleaved."""
+    from webapp.executor_glue import ensure_executor
+
+    ensure_executor()
+    caps = executor.caps()
+    limits = caps.narrowed(wall_time_s=timeout_s, cpu_time_s=min(timeout_s, caps.cpu_time_s))
+    chunks: list[str] = []
+
+    def on_output(chunk: OutputChunk) -> None:
+        chunks.append(chunk.text)
+
+    try:
+        result = executor.run(spec, limits=limits, on_output=on_output)
+    except executor.NoCapacity as exc:
+        raise ApiError(503, f"no sandbox capacity: {exc}", retry_after_s=1) from None
+    except executor.BackendUnavailable as exc:
+        logger.error("executor unavailable", extra={"error": str(exc)})
+        raise ApiError(503, "the sandbox is unavailable on this server", retry_after_s=5) from None
+    except (InvalidSpec, executor.InvalidLimits) as exc:
+        raise ApiError(400, str(exc)) from None
+    combined = "".join(chunks) if chunks else result.stdout + result.stderr
+    return result, combined
+
+
+def result_json(result: RunResult) -> dict[str, Any]:
+    return {
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "exit_code": result.exit_code,
+        "timed_out": result.timed_out,
+        "oom_killed": result.oom_killed,
+        "truncated": result.truncated,
+        "duration_ms": result.duration_ms,
+    }

@@ -1,0 +1,138 @@
+"""Agent sessions in the web app: owner scoping, per-user caps, and this process's manager.
+
+The sandbox of a session lives in the process that created it (AgentSession.worker says which);
+in the embedded setup that is the one web process.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+import threading
+import time
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import close_old_connections
+from django.utils import timezone
+
+import executor
+from executor.sessions import Session, SessionConfig, SessionManager, SessionNotFound
+from webapp.agents import conf
+from webapp.agents.models import AgentSession, ApiToken
+from webapp.agents.schemas import ApiError
+
+logger = logging.getLogger(__name__)
+
+_manager: SessionManager | None = None
+_manager_pid: int | None = None
+_lock = threading.Lock()
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _mark_closed(session_id: str, reason: str) -> None:
+    # Called from the reaper thread too: give it a fresh connection and release it after.
+    try:
+        AgentSession.objects.filter(pk=session_id, closed_at__isnull=True).update(
+            closed_at=timezone.now()
+        )
+    finally:
+        if threading.current_thread().name == "session-reaper":
+            close_old_connections()
+
+
+def session_manager() -> SessionManager:
+    """This process's SessionManager, built once from settings."""
+    global _manager, _manager_pid
+    with _lock:
+        if _manager is None or _manager_pid != os.getpid():
+            from webapp.executor_glue import ensure_executor
+
+            ensure_executor()  # fail closed exactly like stateless runs do
+            caps = executor.caps()
+            limits = caps.narrowed(
+                memory_mib=min(conf.get_int("AGENTS_SESSION_MEMORY_MIB"), caps.memory_mib),
+            )
+            config = SessionConfig(
+                rootfs=str(settings.EXECUTOR_ROOTFS),
+                root_dir=str(settings.VAR_DIR / "sessions" / str(os.getpid())),
+                limits=limits,
+                idle_timeout_s=conf.get("AGENTS_SESSION_IDLE_S"),
+                max_lifetime_s=conf.get("AGENTS_SESSION_MAX_LIFETIME_S"),
+            )
+            _manager = SessionManager(config, on_close=_mark_closed)
+            _manager_pid = os.getpid()
+        return _manager
+
+
+def reset_session_manager() -> None:
+    """Close every session of this process and forget the manager (tests, shutdown)."""
+    global _manager
+    with _lock:
+        manager, _manager = _manager, None
+    if manager is not None:
+        manager.shutdown()
+
+
+def session_create(*, token: ApiToken) -> AgentSession:
+    """Start a sandbox for the token's owner, within the per-user cap on live sessions."""
+    owner = token.owner
+    manager = session_manager()
+    live = AgentSession.objects.filter(owner=owner, closed_at__isnull=True)
+    held_here = set(manager.live_ids())
+    # Rows this worker no longer holds (reaped, or from before a restart) are not live.
+    stale = [s.pk for s in live.filter(worker=worker_name()) if s.pk not in held_here]
+    live.filter(pk__in=stale).update(closed_at=timezone.now())
+    cap = conf.get_int("AGENTS_MAX_SESSIONS_PER_USER")
+    if live.count() >= cap:
+        raise ApiError(429, f"at most {cap} live sessions per user; delete one", retry_after_s=60)
+    try:
+        session = manager.create()
+    except executor.NoCapacity as exc:
+        raise ApiError(503, str(exc), retry_after_s=5) from None
+    now = timezone.now()
+    return AgentSession.objects.create(
+        id=session.id,
+        owner=owner,
+        token=token,
+        last_used_at=now,
+        expires_at=now + dt.timedelta(seconds=min(manager.config.idle_timeout_s,
+                                                  manager.config.max_lifetime_s)),
+        worker=worker_name(),
+    )  # fmt: skip
+
+
+def get_session_for_user(user: AbstractBaseUser, session_id: str) -> tuple[AgentSession, Session]:
+    """The caller's own live session, or 404 — a stranger learns nothing, not even existence."""
+    row = AgentSession.objects.filter(pk=session_id, owner=user, closed_at__isnull=True).first()
+    if row is None:
+        raise ApiError(404, "no such session")
+    if row.worker != worker_name():
+        raise ApiError(503, "the session is held by another worker process", retry_after_s=1)
+    try:
+        session = session_manager().get(session_id)
+    except SessionNotFound:
+        _mark_closed(session_id, "gone")
+        raise ApiError(404, "no such session (it expired or was closed)") from None
+    return row, session
+
+
+def session_touch(row: AgentSession, session: Session) -> None:
+    """Record use (and the new expiry) on the row; the manager tracks the real deadline."""
+    now = timezone.now()
+    remaining = max(0.0, session.expires_at - time.monotonic())
+    AgentSession.objects.filter(pk=row.pk).update(
+        last_used_at=now, expires_at=now + dt.timedelta(seconds=remaining)
+    )
+
+
+def session_delete(*, row: AgentSession) -> None:
+    try:
+        session_manager().close(row.pk, reason="deleted")
+    except SessionNotFound:
+        _mark_closed(row.pk, "gone")

@@ -1,0 +1,161 @@
+"""Stateful sessions: /api/v1/sessions (create, exec, files, delete)."""
+
+from __future__ import annotations
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from ninja import Router, Schema
+
+from executor import InvalidSpec
+from executor.session_files import FileMissing
+from executor.sessions import Session, SessionBusy
+from webapp.agents import conf
+from webapp.agents.exec_api import ERRORS, ExecOut, take_quota
+from webapp.agents.exec_services import in_pool, result_json
+from webapp.agents.models import AgentSession
+from webapp.agents.ratelimit import limiter
+from webapp.agents.schemas import ApiError, SessionExecIn, check_timeout, parse_model
+from webapp.agents.session_services import (
+    get_session_for_user,
+    session_create,
+    session_delete,
+    session_touch,
+)
+
+router = Router(tags=["sessions"])
+
+
+class SessionOut(Schema):
+    id: str
+    expires_at: str
+
+
+class FileOut(Schema):
+    name: str
+    type: str
+    size: int
+
+
+class FileListOut(Schema):
+    path: str
+    entries: list[FileOut]
+
+
+def _session_json(row: AgentSession) -> dict[str, str]:
+    return {"id": row.pk, "expires_at": row.expires_at.isoformat()}
+
+
+async def _load(request: HttpRequest, session_id: str) -> tuple[AgentSession, Session]:
+    user = request.auth.owner  # type: ignore[attr-defined]
+    return await sync_to_async(get_session_for_user)(user, session_id)
+
+
+async def _touch(row: AgentSession, session: Session) -> None:
+    await sync_to_async(session_touch)(row, session)
+
+
+@router.post("", response={201: SessionOut, **ERRORS}, summary="Start a session")
+async def create_session(request: HttpRequest) -> HttpResponse:
+    take_quota(request)
+    row = await sync_to_async(session_create)(token=request.auth)  # type: ignore[arg-type]
+    return JsonResponse(_session_json(row), status=201)
+
+
+@router.get("/{session_id}", response={200: SessionOut, **ERRORS}, summary="Session status")
+async def get_session(request: HttpRequest, session_id: str) -> HttpResponse:
+    row, _ = await _load(request, session_id)
+    return JsonResponse(_session_json(row))
+
+
+@router.delete("/{session_id}", response={204: None, **ERRORS}, summary="End a session")
+async def delete_session(request: HttpRequest, session_id: str) -> HttpResponse:
+    row, _ = await _load(request, session_id)
+    await sync_to_async(session_delete)(row=row)
+    return HttpResponse(status=204)
+
+
+@router.post(
+    "/{session_id}/exec",
+    response={200: ExecOut, **ERRORS},
+    summary="Run a Python cell or bash command in the session",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": SessionExecIn.model_json_schema()}},
+        }
+    },
+)
+async def exec_in_session(request: HttpRequest, session_id: str) -> HttpResponse:
+    """Python variables, imports and functions persist between calls; the value of a final bare
+    expression is printed; a failing cell prints its traceback and keeps earlier state."""
+    row, session = await _load(request, session_id)
+    payload = parse_model(SessionExecIn, request.body)
+    if len(payload.code.encode("utf-8", "surrogatepass")) > conf.get_int("AGENTS_MAX_CODE_BYTES"):
+        raise ApiError(413, "code is too large")
+    timeout_s = check_timeout(payload.timeout_s, session.config.limits.wall_time_s)
+    key = take_quota(request)
+    with limiter.slot(key, limit=conf.get_int("AGENTS_MAX_CONCURRENT_PER_TOKEN")):
+        try:
+            result = await in_pool(
+                session.exec, payload.code, language=payload.language, timeout_s=timeout_s
+            )
+        except SessionBusy as exc:
+            raise ApiError(409, str(exc)) from None
+    await _touch(row, session)
+    return JsonResponse(result_json(result))
+
+
+@router.get("/{session_id}/files", response={200: FileListOut, **ERRORS}, summary="List files")
+async def list_files(request: HttpRequest, session_id: str, path: str = "") -> HttpResponse:
+    row, session = await _load(request, session_id)
+    try:
+        entries = await in_pool(session.list_files, path)
+    except InvalidSpec as exc:
+        raise ApiError(404 if isinstance(exc, FileMissing) else 400, str(exc)) from None
+    await _touch(row, session)
+    listing = [{"name": e.name, "type": e.kind, "size": e.size} for e in entries]
+    return JsonResponse({"path": path, "entries": listing})
+
+
+@router.put("/{session_id}/files/{path:path}", response={200: FileOut, **ERRORS},
+            summary="Upload a file (raw request body)")  # fmt: skip
+async def put_file(request: HttpRequest, session_id: str, path: str) -> HttpResponse:
+    row, session = await _load(request, session_id)
+    limit = conf.get_int("AGENTS_SESSION_MAX_FILE_BYTES")
+    declared = request.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"files may be at most {limit} bytes")
+    # Read the stream ourselves: Django's request.body stops at DATA_UPLOAD_MAX_MEMORY_SIZE.
+    data = request.read(limit + 1)
+    if len(data) > limit:
+        raise ApiError(413, f"files may be at most {limit} bytes")
+    try:
+        await in_pool(session.write_file, path, data)
+    except InvalidSpec as exc:
+        raise ApiError(400, str(exc)) from None
+    await _touch(row, session)
+    return JsonResponse({"name": path, "type": "file", "size": len(data)})
+
+
+@router.get("/{session_id}/files/{path:path}", response={200: bytes, **ERRORS},
+            summary="Download a file (raw bytes)")  # fmt: skip
+async def get_file(request: HttpRequest, session_id: str, path: str) -> HttpResponse:
+    row, session = await _load(request, session_id)
+    try:
+        data = await in_pool(session.read_file, path)
+    except InvalidSpec as exc:
+        raise ApiError(404 if isinstance(exc, FileMissing) else 400, str(exc)) from None
+    await _touch(row, session)
+    return HttpResponse(data, content_type="application/octet-stream")
+
+
+@router.delete("/{session_id}/files/{path:path}", response={204: None, **ERRORS},
+               summary="Delete a file or directory")  # fmt: skip
+async def delete_file(request: HttpRequest, session_id: str, path: str) -> HttpResponse:
+    row, session = await _load(request, session_id)
+    try:
+        await in_pool(session.delete_file, path)
+    except InvalidSpec as exc:
+        raise ApiError(404 if isinstance(exc, FileMissing) else 400, str(exc)) from None
+    await _touch(row, session)
+    return HttpResponse(status=204)

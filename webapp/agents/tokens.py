@@ -1,0 +1,76 @@
+"""API token services: create, authenticate, revoke. Tokens are stored as SHA-256 only."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import logging
+import secrets
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+
+from webapp.agents.models import ApiToken
+
+logger = logging.getLogger(__name__)
+
+TOKEN_PREFIX = "udb_"  # noqa: S105 - a public marker, not a secret
+# last_used_at is a hint for people, not an audit log: write it at most this often.
+_LAST_USED_RESOLUTION = dt.timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class NewToken:
+    token: ApiToken
+    secret: str  # shown once, never stored
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def token_create(*, owner: AbstractBaseUser, name: str = "") -> NewToken:
+    """Create a token for `owner`; the returned secret is the only copy that will ever exist."""
+    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)  # 256 bits of entropy
+    token = ApiToken.objects.create(
+        owner=owner, name=name[:100], prefix=secret[: len(TOKEN_PREFIX) + 6], hashed=_hash(secret)
+    )
+    logger.info("api token created", extra={"token_id": token.pk, "user_id": owner.pk})
+    return NewToken(token=token, secret=secret)
+
+
+def token_revoke(*, owner: AbstractBaseUser, token_id: int) -> ApiToken:
+    """Revoke one of `owner`'s tokens (404 for anyone else's). Revoking twice is harmless."""
+    token = get_object_or_404(ApiToken, pk=token_id, owner=owner)
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        logger.info("api token revoked", extra={"token_id": token.pk, "user_id": owner.pk})
+    return token
+
+
+def token_list_for_user(user: AbstractBaseUser) -> QuerySet[ApiToken]:
+    return ApiToken.objects.filter(owner=user)
+
+
+def token_authenticate(secret: str) -> ApiToken | None:
+    """The active token whose secret this is, or None. The owner is loaded with it."""
+    if not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
+        return None
+    digest = _hash(secret)
+    token = ApiToken.objects.select_related("owner").filter(hashed=digest).first()
+    # The lookup is by hash (so timing reveals nothing about the secret); compare again in
+    # constant time so a database collation quirk can never match a different hash.
+    if token is None or not hmac.compare_digest(token.hashed, digest):
+        return None
+    if token.revoked_at is not None or not token.owner.is_active:
+        return None
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > _LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token

@@ -120,7 +120,7 @@ def start_child(msg, stdin_r, out_w, err_w):
             os.dup2(fd, target)
         err_w = 2
         os.closerange(3, 65536)
-        for sig in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ):
+        for sig in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
             signal.signal(sig, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
         os.chdir(WORKDIR)
@@ -267,6 +267,9 @@ def reap_all(run):
 
 def main():
     ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no ptrace, no /proc/1 reads
+    # As PID 1 we only get signals we have a handler for; Python's SIGINT handler would let
+    # the program interrupt us (KeyboardInterrupt), so drop it. The child restores it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     emit(b"r", b"")  # warm: the host may hand this container out now
     msg = read_message()
     os.chdir(WORKDIR)

@@ -129,11 +129,12 @@ def test_an_exit_code_of_137_is_not_a_sigkill(backend):
     assert not killed.oom_killed
 
 
-def test_kill_minus_one_cannot_silence_the_supervisor(backend):
+def test_signals_and_kill_minus_one_cannot_silence_the_supervisor(backend):
     code = (
         "import os, signal, time\n"
         "if os.fork() == 0:\n    time.sleep(60)\n"  # so that kill(-1) has someone to hit
-        "os.kill(-1, signal.SIGKILL)\nos.kill(1, signal.SIGKILL)\nprint('still here')\n"
+        "for sig in (2, 15, 19, 1, 17, 9):\n    os.kill(os.getppid(), sig)\n"
+        "os.kill(-1, signal.SIGKILL)\nprint('still here')\n"
     )
     result = backend.run(RunSpec(code=code), limits=LIMITS)
     assert (result.exit_code, result.stdout) == (0, "still here\n")

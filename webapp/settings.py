@@ -204,3 +204,21 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- Accounts (issue 4) ----------------------------------------------------------------------
+# The default pipeline (no association by email: an address at Google is not proof of owning a
+# local account with that address), with load_extra_data replaced by a step that keeps no tokens.
+SOCIAL_AUTH_PIPELINE = (
+    "social_core.pipeline.social_auth.social_details",
+    "social_core.pipeline.social_auth.social_names",
+    "social_core.pipeline.social_auth.social_uid",
+    "social_core.pipeline.social_auth.auth_allowed",
+    "social_core.pipeline.social_auth.social_user",
+    "social_core.pipeline.user.get_username",
+    "social_core.pipeline.user.create_user",
+    "social_core.pipeline.social_auth.associate_user",
+    "webapp.accounts.pipeline.load_extra_data_without_tokens",
+    "social_core.pipeline.user.user_details",
+)
+# Local username/password sign-up; turn off where only Google (or admin-made) accounts may enter.
+ACCOUNTS_ALLOW_SIGNUP = env_bool("UNDOABLE_ALLOW_SIGNUP", True)

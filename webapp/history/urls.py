@@ -1,5 +1,11 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from webapp.history import views
 
 app_name = "history"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.history_list_view, name="list"),
+    path("<int:query_id>/rerun/", views.history_rerun_view, name="rerun"),
+    path("<int:query_id>/delete/", views.history_delete_view, name="delete"),
+]

@@ -1,0 +1,43 @@
+"""Sign in (local password or Google), sign up, sign out, and the account page."""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.contrib.auth import login
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from webapp.accounts.forms import SignupForm
+
+logger = logging.getLogger(__name__)
+
+login_view = auth_views.LoginView.as_view(
+    template_name="accounts/login.html", redirect_authenticated_user=True
+)
+logout_view = auth_views.LogoutView.as_view()  # POST only (Django 5)
+
+
+@require_http_methods(["GET", "POST"])
+def signup_view(request: HttpRequest) -> HttpResponse:
+    if not settings.ACCOUNTS_ALLOW_SIGNUP:
+        raise Http404("Sign-up is closed")
+    if request.user.is_authenticated:
+        return redirect(settings.LOGIN_REDIRECT_URL)
+    form = SignupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = form.save()
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        logger.info("local account created", extra={"user_id": user.pk})
+        return redirect(settings.LOGIN_REDIRECT_URL)
+    return render(request, "accounts/signup.html", {"form": form})
+
+
+@login_required
+def account_view(request: HttpRequest) -> HttpResponse:
+    google = request.user.social_auth.filter(provider="google-oauth2").first()
+    return render(request, "accounts/account.html", {"google_account": google})

@@ -1,0 +1,29 @@
+"""The history list: a person's queries, newest first, with the status of each one's last run."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import OuterRef, Q, QuerySet, Subquery
+
+from webapp.queries.models import Query, Run
+
+
+def history_list_for_user(user: AbstractBaseUser, *, search: str = "") -> QuerySet[Query]:
+    """The user's queries, searched across prompt and both codes.
+
+    The last run's status and time come from correlated subqueries, so one SQL query serves a
+    page however many rows it holds.
+    """
+    last_run = Run.objects.filter(query=OuterRef("pk")).order_by("-created_at", "-id")
+    queries = Query.objects.filter(owner=user).annotate(
+        last_run_status=Subquery(last_run.values("status")[:1]),
+        last_run_at=Subquery(last_run.values("created_at")[:1]),
+    )
+    term = search.strip()
+    if term:
+        queries = queries.filter(
+            Q(prompt__icontains=term)
+            | Q(forward_code__icontains=term)
+            | Q(reverse_code__icontains=term)
+        )
+    return queries.order_by("-created_at", "-id")

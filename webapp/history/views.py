@@ -1,0 +1,53 @@
+"""History page: list and search a person's queries; open, re-run or delete one."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.debug import sensitive_post_parameters
+from django.views.decorators.http import require_GET, require_POST
+
+from webapp.history.selectors import history_list_for_user
+from webapp.history.services import query_delete
+from webapp.queries.selectors import get_query_for_user
+from webapp.queries.services import query_run
+
+PAGE_SIZE = 20
+CREDENTIAL_FIELD = "credential:"
+
+
+@login_required
+@require_GET
+def history_list_view(request: HttpRequest) -> HttpResponse:
+    search = request.GET.get("q", "")
+    page = Paginator(history_list_for_user(request.user, search=search), PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    return render(request, "history/list.html", {"page": page, "search": search})
+
+
+@sensitive_post_parameters()  # credential values arrive in this POST: keep them out of reports
+@login_required
+@require_POST
+def history_rerun_view(request: HttpRequest, query_id: int) -> HttpResponse:
+    query = get_query_for_user(request.user, query_id)
+    credentials = {
+        key.removeprefix(CREDENTIAL_FIELD): value
+        for key, value in request.POST.items()
+        if key.startswith(CREDENTIAL_FIELD)
+    }
+    run = query_run(query=query, credentials=credentials)
+    if run.error:
+        messages.error(request, run.error)
+    return redirect("queries:query-detail", query_id=query.pk)
+
+
+@login_required
+@require_POST
+def history_delete_view(request: HttpRequest, query_id: int) -> HttpResponse:
+    query_delete(query=get_query_for_user(request.user, query_id))
+    messages.success(request, "Query deleted.")
+    return redirect("history:list")

@@ -1,0 +1,31 @@
+"""Share lookups: public by token (live links only), or the owner's own by token."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import QuerySet
+from django.http import Http404
+
+from webapp.shares.models import Share
+
+
+def get_live_share(token: str) -> Share:
+    """The share behind a link, for anyone; a revoked or unknown link is Http404."""
+    try:
+        return Share.objects.get(token=token, revoked_at__isnull=True)
+    except Share.DoesNotExist:
+        raise Http404("No such link") from None
+
+
+def get_share_for_user(user: AbstractBaseUser | AnonymousUser, token: str) -> Share:
+    """The user's own live share, or Http404 (strangers cannot tell it exists)."""
+    if not user.is_authenticated:
+        raise Http404("No such link")
+    try:
+        return Share.objects.get(token=token, owner=user, revoked_at__isnull=True)
+    except Share.DoesNotExist:
+        raise Http404("No such link") from None
+
+
+def share_list_for_user(user: AbstractBaseUser) -> QuerySet[Share]:
+    return Share.objects.filter(owner=user, revoked_at__isnull=True).select_related("query")

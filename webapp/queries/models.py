@@ -111,3 +111,6 @@ class RunChunk(models.Model):
     class Meta:
         ordering = ["seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_run_chunk_seq")]
+
+    def __str__(self) -> str:
+        return f"Run {self.run_id} chunk {self.seq} ({self.stream})"

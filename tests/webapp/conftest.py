@@ -1,0 +1,75 @@
+"""Personas and clients for the web app's tests, plus the fake LLM and a real sandbox.
+
+Personas: `owner` (has the data under test) and `stranger` (another signed-in user, who must get
+404 for everything of the owner's).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.test import Client, override_settings
+
+from tests.factories import UserFactory
+from tests.fakes.llm_server import FakeLLMServer
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """A file-based SQLite test database instead of the in-memory one: runner threads and
+    Celery worker processes must see the same committed data (in-memory shared-cache SQLite
+    takes table locks that ignore the busy timeout)."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        folder = Path(tempfile.mkdtemp(prefix="undoable-testdb-"))
+        db.setdefault("TEST", {})["NAME"] = str(folder / "test.sqlite3")
+
+
+@pytest.fixture
+def owner(db):
+    return UserFactory(username="owner")
+
+
+@pytest.fixture
+def stranger(db):
+    return UserFactory(username="stranger")
+
+
+@pytest.fixture
+def owner_client(owner) -> Client:
+    client = Client()
+    client.force_login(owner)
+    return client
+
+
+@pytest.fixture
+def stranger_client(stranger) -> Client:
+    client = Client()
+    client.force_login(stranger)
+    return client
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeLLMServer]:
+    """A real local OpenAI-compatible server; settings point the app at it."""
+    with (
+        FakeLLMServer() as server,
+        override_settings(
+            LLM_BASE_URL=server.base_url,
+            LLM_API_KEY="test-llm-key",
+            LLM_MODEL="fake-model",
+            LLM_TIMEOUT_S=2.0,
+        ),
+    ):
+        yield server
+
+
+@pytest.fixture
+def no_llm() -> Iterator[None]:
+    with override_settings(LLM_BASE_URL="", LLM_API_KEY=""):
+        yield

@@ -1,0 +1,94 @@
+"""The one place the web app configures the executor from settings.
+
+Everything else calls `ensure_executor()` (configures once per process, lazily, so a web process
+that never runs code never starts a sandbox pool) and `run_limits()` for the caps. A backend that
+cannot run safely fails closed: `ensure_executor()` raises BackendUnavailable with the backend's
+own message, and the pages show that message instead of running anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from django.conf import settings
+
+import executor
+from executor import Backend, BackendUnavailable, Limits
+
+logger = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_configured_pid: int | None = None
+_failure: str | None = None
+
+
+def server_caps() -> Limits:
+    """The EXECUTOR_* settings as a Limits schema; a run may only lower them."""
+    return Limits(
+        wall_time_s=settings.EXECUTOR_WALL_TIME_S,
+        cpu_time_s=settings.EXECUTOR_CPU_TIME_S,
+        memory_mib=settings.EXECUTOR_MEMORY_MIB,
+        max_pids=settings.EXECUTOR_MAX_PIDS,
+        max_output_bytes=settings.EXECUTOR_MAX_OUTPUT_BYTES,
+        max_file_size_mib=settings.EXECUTOR_MAX_FILE_SIZE_MIB,
+        workdir_quota_mib=settings.EXECUTOR_WORKDIR_QUOTA_MIB,
+    )
+
+
+def _backend_options(caps: Limits) -> dict[str, object]:
+    # Warm sandboxes are built for the server caps, so every run (which may only lower them)
+    # can take one.
+    options: dict[str, object] = {"warm_pool_size": settings.EXECUTOR_WARM_POOL_SIZE}
+    if settings.EXECUTOR_BACKEND == "bwrap":
+        options.update(rootfs=str(settings.EXECUTOR_ROOTFS), pool_limits=caps)
+    else:
+        options.update(image=settings.EXECUTOR_DOCKER_IMAGE, limits=caps)
+    return options
+
+
+def ensure_executor() -> Backend:
+    """Configure the executor once per process (again after a fork) and return the backend.
+
+    Raises BackendUnavailable with a message fit for the page when the sandbox cannot run.
+    """
+    global _configured_pid, _failure
+    pid = os.getpid()
+    if _configured_pid == pid:
+        if _failure is not None:
+            raise BackendUnavailable(_failure)
+        return executor.get_backend()
+    with _lock:
+        if _configured_pid != pid:
+            try:
+                caps = server_caps()
+                executor.configure(
+                    backend=settings.EXECUTOR_BACKEND, caps=caps, **_backend_options(caps)
+                )
+                _failure = None
+            except BackendUnavailable as exc:
+                # Remember the refusal: a misconfigured host stays refused until restart, and
+                # every page says why instead of retrying a slow self-check on each request.
+                _failure = str(exc)
+                logger.error(
+                    "sandbox backend unavailable",
+                    extra={"backend": settings.EXECUTOR_BACKEND, "error": _failure},
+                )
+            _configured_pid = pid
+    if _failure is not None:
+        raise BackendUnavailable(_failure)
+    return executor.get_backend()
+
+
+def executor_problem() -> str | None:
+    """The backend's refusal message, or None when it is configured (or not tried yet)."""
+    return _failure if _configured_pid == os.getpid() else None
+
+
+def reset_executor() -> None:
+    """Forget the configuration (tests that switch settings call this)."""
+    global _configured_pid, _failure
+    with _lock:
+        _configured_pid = None
+        _failure = None

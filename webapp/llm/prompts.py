@@ -1,0 +1,81 @@
+"""What we tell the model: the system prompts and the tool schemas (DESIGN.md "LLM proposal")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PROPOSE_SYSTEM = """\
+You write small programs that carry out what a person asks, plus a program that undoes it.
+Answer by calling the propose_action tool.
+- forward_code does the action; reverse_code undoes it as exactly as possible. If the action
+  cannot be undone (an email was sent), say so in explanation and set reversible to false.
+- Code runs in a sandbox with Python 3 (standard library, requests, psycopg2, numpy) or bash.
+- Secrets are environment variables. Refer to them only by name, e.g.
+  os.environ["SLACK_TOKEN"]; list every name you use in credentials. You never see their values.
+- List in hosts every host name the code will contact over the network.
+- The reverse code can read the forward run's output from the FORWARD_OUTPUT environment
+  variable (for ids the forward call returned).
+"""
+
+FIX_SYSTEM = """\
+A program failed. Return a corrected version of the whole program by calling the propose_fix
+tool. Keep what worked; fix the cause of the error. Secrets stay environment variables referred
+to by name only.
+"""
+
+FENCED_HINT = """\
+Answer with two fenced code blocks: first the forward program, then the reverse (undo) program,
+each in ```python ... ``` (or ```bash). Then one paragraph of explanation.
+"""
+
+FIX_FENCED_HINT = "Answer with the whole corrected program in one fenced code block."
+
+PROPOSE_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "propose_action",
+        "description": "Propose the forward program and the program that undoes it.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "forward_code": {"type": "string"},
+                "reverse_code": {"type": "string"},
+                "explanation": {"type": "string"},
+                "credentials": {"type": "array", "items": {"type": "string"}},
+                "hosts": {"type": "array", "items": {"type": "string"}},
+                "reversible": {"type": "boolean"},
+            },
+            "required": ["forward_code", "reverse_code", "explanation"],
+        },
+    },
+}
+
+FIX_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "propose_fix",
+        "description": "Return the corrected program.",
+        "parameters": {
+            "type": "object",
+            "properties": {"code": {"type": "string"}, "explanation": {"type": "string"}},
+            "required": ["code"],
+        },
+    },
+}
+
+
+def propose_user_message(prompt: str, kind: str, credential_names: list[str]) -> str:
+    """The person's request plus context. Only credential NAMES ever reach the model."""
+    lines = [f"Request: {prompt}", f"Kind of action: {kind}"]
+    if credential_names:
+        lines.append(
+            "Credentials available as environment variables: " + ", ".join(credential_names)
+        )
+    return "\n".join(lines)
+
+
+def fix_user_message(code: str, error_output: str, language: str) -> str:
+    return (
+        f"Language: {language}\n\nProgram:\n```{language}\n{code}\n```\n\n"
+        f"Its output and error (secrets already masked as ****):\n```\n{error_output}\n```"
+    )

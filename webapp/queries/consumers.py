@@ -1,0 +1,114 @@
+"""Live output of one run over a websocket: `ws/runs/<run_id>/?after=<last seq seen>`.
+
+connect(): authenticate, check the run belongs to the user, join the run's group FIRST, then
+replay the stored chunks after `after`, then the current status. Joining first means nothing
+published during the replay is lost; anything seen twice is dropped here by seq (and again by the
+browser), so the client sees each chunk exactly once, in order.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.http import Http404
+
+from webapp.queries import publish
+from webapp.queries.models import Run
+from webapp.queries.payloads import ChunkPayload, RunOutputEvent, RunStatusEvent, run_group
+from webapp.queries.selectors import get_run_for_user, run_chunks_after
+from webapp.queries.status import status_payload
+
+logger = logging.getLogger(__name__)
+
+REPLAY_BATCH = 500
+
+
+class RunConsumer(AsyncJsonWebsocketConsumer):
+    run_id: int
+    last_sent: int
+    group: str
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        try:
+            run = await database_sync_to_async(get_run_for_user)(
+                user, int(self.scope["url_route"]["kwargs"]["run_id"])
+            )
+        except Http404:
+            await self.close(code=4404)
+            return
+        self.run_id = run.pk
+        self.group = run_group(run.pk)
+        self.last_sent = _after_from_query_string(self.scope.get("query_string", b""))
+        publish.bind_consumer_loop()
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self._replay()
+        await self._send_status()
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        # The socket is one-way; a client may only ask for a fresh status (after a long sleep).
+        if isinstance(content, dict) and content.get("type") == "status":
+            await self._send_status()
+
+    async def run_output(self, event: RunOutputEvent) -> None:
+        chunk = event["chunk"]
+        if chunk["seq"] <= self.last_sent:
+            return
+        if chunk["seq"] > self.last_sent + 1:
+            # A live event went missing (layer capacity, reconnect race): fill from the database.
+            await self._replay()
+            return
+        await self._send_chunk(chunk)
+
+    async def run_status(self, event: RunStatusEvent) -> None:
+        if event["status"]["last_seq"] > self.last_sent:
+            await self._replay()
+        await self.send_json(event["status"])
+
+    async def _send_chunk(self, chunk: ChunkPayload) -> None:
+        await self.send_json(chunk)
+        self.last_sent = chunk["seq"]
+
+    async def _replay(self) -> None:
+        while True:
+            chunks = await _chunks_after(self.run_id, self.last_sent)
+            for chunk in chunks:
+                await self._send_chunk(chunk)
+            if len(chunks) < REPLAY_BATCH:
+                return
+
+    async def _send_status(self) -> None:
+        payload = await database_sync_to_async(_current_status)(self.run_id)
+        if payload["last_seq"] > self.last_sent:
+            await self._replay()
+        await self.send_json(payload)
+
+
+@database_sync_to_async
+def _chunks_after(run_id: int, after: int) -> list[ChunkPayload]:
+    rows = run_chunks_after(run_id, after).values_list("seq", "stream", "text")[:REPLAY_BATCH]
+    return [ChunkPayload(type="chunk", seq=s, stream=st, text=t) for s, st, t in rows]
+
+
+def _current_status(run_id: int) -> Any:
+    return status_payload(Run.objects.get(pk=run_id))
+
+
+def _after_from_query_string(raw: bytes) -> int:
+    values = parse_qs(raw.decode("latin-1")).get("after", ["0"])
+    try:
+        return max(0, int(values[0]))
+    except ValueError:
+        return 0

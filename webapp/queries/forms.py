@@ -1,0 +1,55 @@
+"""Input shapes: a Django form for the prompt page, pydantic models for the page's JSON calls."""
+
+from __future__ import annotations
+
+import re
+
+from django import forms
+from pydantic import BaseModel, Field, field_validator
+
+from webapp.queries.models import QueryKind, RunDirection
+
+MAX_CODE_CHARS = 200_000
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+class PromptForm(forms.Form):
+    prompt = forms.CharField(
+        max_length=4000,
+        widget=forms.Textarea(attrs={"rows": 4, "placeholder": "What should happen?"}),
+    )
+    kind = forms.ChoiceField(choices=QueryKind.choices, initial=QueryKind.PYTHON)
+    # Names (never values) of the credentials the browser holds, so the LLM can use them.
+    credential_names = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def clean_credential_names(self) -> list[str]:
+        raw = self.cleaned_data.get("credential_names") or ""
+        return [n for n in (p.strip() for p in raw.split(",")) if _NAME.match(n)][:50]
+
+
+class HandWrittenForm(forms.Form):
+    prompt = forms.CharField(max_length=4000, required=False)
+    kind = forms.ChoiceField(choices=QueryKind.choices, initial=QueryKind.PYTHON)
+
+
+def _names(values: list[str] | None) -> list[str] | None:
+    if values is None:
+        return None
+    for value in values:
+        if not _NAME.match(value):
+            raise ValueError(f"not a valid environment variable name: {value[:40]!r}")
+    return list(dict.fromkeys(values))
+
+
+class SaveBody(BaseModel):
+    forward_code: str | None = Field(default=None, max_length=MAX_CODE_CHARS)
+    reverse_code: str | None = Field(default=None, max_length=MAX_CODE_CHARS)
+    credential_names: list[str] | None = Field(default=None, max_length=50)
+
+    _check_names = field_validator("credential_names")(_names)
+
+
+class RunBody(SaveBody):
+    direction: RunDirection = RunDirection.FORWARD
+    # Values for this run only; never stored. Only the query's credential_names are used.
+    credentials: dict[str, str] = Field(default_factory=dict, max_length=50)

@@ -1,0 +1,45 @@
+"""What travels over the run websocket and the channel layer. Every message has a `type`."""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict
+
+
+class ChunkPayload(TypedDict):
+    """One numbered piece of output; the browser drops any seq it has already shown."""
+
+    type: Literal["chunk"]
+    seq: int
+    stream: str  # stdout | stderr | system
+    text: str
+
+
+class StatusPayload(TypedDict):
+    """The run's state; sent on every transition and once after the replay on connect."""
+
+    type: Literal["status"]
+    run_id: int
+    status: str
+    exit_code: int | None
+    duration_ms: int | None
+    error: str
+    truncated: bool
+    last_seq: int  # the highest seq stored when this was sent
+
+
+class RunOutputEvent(TypedDict):
+    """Channel-layer event for a chunk (handled by RunConsumer.run_output)."""
+
+    type: Literal["run.output"]
+    chunk: ChunkPayload
+
+
+class RunStatusEvent(TypedDict):
+    """Channel-layer event for a status change (handled by RunConsumer.run_status)."""
+
+    type: Literal["run.status"]
+    status: StatusPayload
+
+
+def run_group(run_id: int) -> str:
+    return f"run-{run_id}"

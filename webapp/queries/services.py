@@ -1,0 +1,201 @@
+"""Writes for queries and runs. Views, tasks and consumers call these; nothing else writes.
+
+Running code: `run_create` + `run_start` (or `query_run` for both) enqueue a run; the worker side
+(an in-process thread in the embedded mode, a Celery task in production) calls
+`webapp.queries.execution.run_execute`. `run_cancel` stops it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from webapp import llm
+from webapp.credentials.handoff import credentials_stash
+from webapp.queries import cancel as cancel_signal
+from webapp.queries.models import Query, QueryKind, Run, RunDirection, RunStatus
+from webapp.queries.publish import publish_run_event
+from webapp.queries.status import status_event
+
+logger = logging.getLogger(__name__)
+
+
+def query_create(
+    *,
+    owner: Any,
+    prompt: str,
+    kind: str = QueryKind.PYTHON,
+    credential_names: list[str] | None = None,
+) -> Query:
+    """Ask the LLM for code and save the query with it.
+
+    Raises LLMError (nothing saved) when generation fails: the page keeps the prompt and offers
+    to try again or to write the code by hand.
+    """
+    proposal = llm.propose_action(prompt=prompt, kind=kind, credential_names=credential_names)
+    query = Query(owner=owner, prompt=prompt.strip(), kind=kind)
+    _apply_proposal(query, proposal)
+    query.save()
+    logger.info("query created", extra={"query_id": query.pk, "kind": kind})
+    return query
+
+
+def query_create_blank(*, owner: Any, prompt: str = "", kind: str = QueryKind.PYTHON) -> Query:
+    """A query whose code the person writes by hand (no LLM involved)."""
+    return Query.objects.create(owner=owner, prompt=prompt.strip() or "Written by hand", kind=kind)
+
+
+def query_generate(*, query: Query, credential_names: list[str] | None = None) -> Query:
+    """Ask the LLM again for this query's prompt; replaces both codes.
+
+    On failure raises LLMError and records it in `generation_error`; the code is left alone.
+    """
+    try:
+        proposal = llm.propose_action(
+            prompt=query.prompt, kind=query.kind, credential_names=credential_names
+        )
+    except llm.LLMError as exc:
+        query.generation_error = str(exc)
+        query.save(update_fields=["generation_error", "updated_at"])
+        raise
+    _apply_proposal(query, proposal)
+    query.save()
+    return query
+
+
+def _apply_proposal(query: Query, proposal: llm.Proposal) -> None:
+    query.forward_code = query.generated_forward_code = proposal.forward_code
+    query.reverse_code = query.generated_reverse_code = proposal.reverse_code
+    query.explanation = proposal.explanation
+    query.credential_names = proposal.credentials
+    query.hosts = proposal.hosts
+    query.reversible = proposal.reversible
+    query.generation_error = ""
+
+
+def query_update(
+    *,
+    query: Query,
+    forward_code: str | None = None,
+    reverse_code: str | None = None,
+    credential_names: list[str] | None = None,
+    hosts: list[str] | None = None,
+) -> Query:
+    """Save edits (the editors autosave through this). Only given fields change."""
+    fields = ["updated_at"]
+    for name, value in (
+        ("forward_code", forward_code),
+        ("reverse_code", reverse_code),
+        ("credential_names", credential_names),
+        ("hosts", hosts),
+    ):
+        if value is not None:
+            setattr(query, name, value)
+            fields.append(name)
+    query.save(update_fields=fields)
+    return query
+
+
+def run_propose_fix(*, run: Run) -> llm.Fix:
+    """Ask the LLM to correct a failed run's code from its (already masked) output."""
+    from webapp.queries.selectors import run_output_text
+
+    output = run_output_text(run)
+    if run.error:
+        output = f"{output}\n{run.error}"
+    return llm.propose_fix(code=run.code, error_output=output, language=run.language)
+
+
+def run_create(*, query: Query, direction: str = RunDirection.FORWARD) -> Run:
+    """Snapshot the query's current code into a queued Run."""
+    code = query.forward_code if direction == RunDirection.FORWARD else query.reverse_code
+    return Run.objects.create(
+        query=query,
+        direction=direction,
+        code=code,
+        language=query.language,
+        output_cap_bytes=settings.EXECUTOR_MAX_OUTPUT_BYTES,
+    )
+
+
+def run_start(*, run: Run, credentials: dict[str, str]) -> Run:
+    """Hand the run's credentials over (one-shot) and enqueue it once the transaction commits.
+
+    Only the query's credential_names are passed on; a missing one fails the run here, before
+    anything executes, with a message naming it.
+    """
+    needed = list(run.query.credential_names)
+    missing = [name for name in needed if not credentials.get(name)]
+    if not run.code.strip():
+        return run_fail(run=run, error="There is no code to run.")
+    if missing:
+        return run_fail(
+            run=run,
+            error="Missing credential: "
+            + ", ".join(missing)
+            + ". Add it in the credentials panel.",
+        )
+    values = {name: credentials[name] for name in needed}
+    credentials_stash(run_id=run.pk, values=values)
+    _enqueue(run.pk)
+    logger.info("run queued", extra={"run_id": run.pk, "runner": settings.RUNNER})
+    return run
+
+
+def query_run(
+    *,
+    query: Query,
+    direction: str = RunDirection.FORWARD,
+    credentials: dict[str, str] | None = None,
+) -> Run:
+    """Create and start a run of the query's current code."""
+    return run_start(
+        run=run_create(query=query, direction=direction), credentials=credentials or {}
+    )
+
+
+def _enqueue(run_id: int) -> None:
+    # After commit, so the worker always finds the run it is told about.
+    if settings.RUNNER == "threads":
+        from webapp.queries import runner
+
+        transaction.on_commit(lambda: runner.submit(run_id))
+    else:
+        from webapp.queries.tasks import execute_run
+
+        execute_run.delay_on_commit(run_id)
+
+
+def run_fail(*, run: Run, error: str) -> Run:
+    """End a run that never started (validation, missing credential)."""
+    now = timezone.now()
+    updated = Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED).update(
+        status=RunStatus.FAILED, error=error, started_at=now, finished_at=now
+    )
+    run.refresh_from_db()
+    if updated:
+        publish_run_event(run.pk, status_event(run))
+    return run
+
+
+def run_cancel(*, run: Run) -> Run:
+    """Stop a run: a queued one ends at once; a running one gets its sandbox killed."""
+    Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+    now = timezone.now()
+    if Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED).update(
+        status=RunStatus.CANCELLED,
+        finished_at=now,
+        started_at=now,
+        error="Stopped before it started.",
+    ):
+        run.refresh_from_db()
+        publish_run_event(run.pk, status_event(run))
+        return run
+    cancel_signal.send(run.pk)
+    logger.info("run cancel requested", extra={"run_id": run.pk})
+    run.refresh_from_db()
+    return run

@@ -1,0 +1,215 @@
+"""Pages and the page's JSON calls. Thin: access helper -> form/body -> service -> response."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from pydantic import ValidationError
+
+from webapp import llm
+from webapp.executor_glue import executor_problem
+from webapp.queries import services
+from webapp.queries.examples import EXAMPLE_PROMPTS
+from webapp.queries.forms import HandWrittenForm, PromptForm, RunBody, SaveBody
+from webapp.queries.models import Query, RunDirection
+from webapp.queries.selectors import get_query_for_user, get_run_for_user, run_list_for_query
+from webapp.queries.status import status_payload
+
+logger = logging.getLogger(__name__)
+
+
+def _home(
+    request: HttpRequest, form: PromptForm, error: str = "", status: int = 200
+) -> HttpResponse:
+    recent = Query.objects.filter(owner=request.user).only("id", "prompt", "kind")[:8]
+    return render(
+        request,
+        "queries/home.html",
+        {
+            "form": form,
+            "error": error,
+            "examples": EXAMPLE_PROMPTS,
+            "recent": recent,
+            "llm_configured": llm.llm_configured(),
+            "not_configured_help": llm.client.NOT_CONFIGURED,
+        },
+        status=status,
+    )
+
+
+@login_required
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    return _home(request, PromptForm())
+
+
+@login_required
+@require_POST
+def query_create(request: HttpRequest) -> HttpResponse:
+    form = PromptForm(request.POST)
+    if not form.is_valid():
+        return _home(request, form, status=400)
+    try:
+        query = services.query_create(
+            owner=request.user,
+            prompt=form.cleaned_data["prompt"],
+            kind=form.cleaned_data["kind"],
+            credential_names=form.cleaned_data["credential_names"],
+        )
+    except llm.LLMError as exc:
+        # The form is re-rendered with the prompt in it, and the hand-written path next to it.
+        return _home(request, form, error=str(exc), status=502)
+    return redirect("queries:query-detail", query_id=query.pk)
+
+
+@login_required
+@require_POST
+def query_create_blank(request: HttpRequest) -> HttpResponse:
+    form = HandWrittenForm(request.POST)
+    form.is_valid()
+    query = services.query_create_blank(
+        owner=request.user,
+        prompt=form.cleaned_data.get("prompt", ""),
+        kind=form.cleaned_data.get("kind") or "python",
+    )
+    return redirect("queries:query-detail", query_id=query.pk)
+
+
+@login_required
+@require_GET
+def query_detail(request: HttpRequest, query_id: int) -> HttpResponse:
+    query = get_query_for_user(request.user, query_id)
+    runs = run_list_for_query(query)
+    latest = runs[0] if runs else None
+    return render(
+        request,
+        "queries/query_detail.html",
+        {
+            "query": query,
+            "runs": runs,
+            "latest": latest,
+            "llm_configured": llm.llm_configured(),
+            "executor_problem": executor_problem(),
+            "page_data": {
+                "queryId": query.pk,
+                "saveUrl": reverse("queries:query-save", args=[query.pk]),
+                "runUrl": reverse("queries:run-create", args=[query.pk]),
+                "runListUrl": reverse("queries:run-list", args=[query.pk]),
+                "credentialNames": query.credential_names,
+                "latestRun": status_payload(latest) if latest else None,
+                "latestRunUrl": reverse("queries:run-detail", args=[latest.pk]) if latest else None,
+            },
+        },
+    )
+
+
+@login_required
+@require_POST
+def query_regenerate(request: HttpRequest, query_id: int) -> HttpResponse:
+    query = get_query_for_user(request.user, query_id)
+    try:
+        services.query_generate(query=query)
+    except llm.LLMError as exc:
+        messages.error(request, f"Generation failed: {exc}")
+    return redirect("queries:query-detail", query_id=query.pk)
+
+
+def _json_body(request: HttpRequest) -> object:
+    try:
+        return json.loads(request.body or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _bad_request(exc: ValidationError | None = None) -> JsonResponse:
+    detail = exc.errors(include_input=False, include_url=False)[0]["msg"] if exc else "bad JSON"
+    return JsonResponse({"error": f"Invalid request: {detail}"}, status=400)
+
+
+@login_required
+@require_POST
+def query_save(request: HttpRequest, query_id: int) -> JsonResponse:
+    query = get_query_for_user(request.user, query_id)
+    try:
+        body = SaveBody.model_validate(_json_body(request))
+    except ValidationError as exc:
+        return _bad_request(exc)
+    query = services.query_update(query=query, **body.model_dump())
+    return JsonResponse({"saved_at": query.updated_at.isoformat()})
+
+
+@login_required
+@require_POST
+def run_create(request: HttpRequest, query_id: int) -> JsonResponse:
+    """Save the editors, then start a run of one of them (the run snapshots the saved code)."""
+    query = get_query_for_user(request.user, query_id)
+    try:
+        body = RunBody.model_validate(_json_body(request))
+    except ValidationError as exc:
+        return _bad_request(exc)
+    query = services.query_update(
+        query=query,
+        forward_code=body.forward_code,
+        reverse_code=body.reverse_code,
+        credential_names=body.credential_names,
+    )
+    run = services.query_run(
+        query=query, direction=RunDirection(body.direction), credentials=body.credentials
+    )
+    return JsonResponse(
+        {
+            "run": status_payload(run),
+            "ws_path": f"/ws/runs/{run.pk}/",
+            "cancel_url": reverse("queries:run-cancel", args=[run.pk]),
+            "fix_url": reverse("queries:run-fix", args=[run.pk]),
+        },
+        status=201,
+    )
+
+
+@login_required
+@require_POST
+def run_cancel(request: HttpRequest, run_id: int) -> JsonResponse:
+    run = services.run_cancel(run=get_run_for_user(request.user, run_id))
+    return JsonResponse({"run": status_payload(run)})
+
+
+@login_required
+@require_POST
+def run_fix(request: HttpRequest, run_id: int) -> JsonResponse:
+    run = get_run_for_user(request.user, run_id)
+    try:
+        fix = services.run_propose_fix(run=run)
+    except llm.LLMError as exc:
+        return JsonResponse({"error": str(exc)}, status=502)
+    return JsonResponse({"code": fix.code, "explanation": fix.explanation, "previous": run.code})
+
+
+@login_required
+@require_GET
+def run_list(request: HttpRequest, query_id: int) -> HttpResponse:
+    query = get_query_for_user(request.user, query_id)
+    return render(request, "queries/_run_list.html", {"runs": run_list_for_query(query)})
+
+
+@login_required
+@require_GET
+def run_detail(request: HttpRequest, run_id: int) -> JsonResponse:
+    run = get_run_for_user(request.user, run_id)
+    return JsonResponse(
+        {
+            "run": status_payload(run),
+            "code": run.code,
+            "direction": run.direction,
+            "ws_path": f"/ws/runs/{run.pk}/",
+            "cancel_url": reverse("queries:run-cancel", args=[run.pk]),
+            "fix_url": reverse("queries:run-fix", args=[run.pk]),
+        }
+    )

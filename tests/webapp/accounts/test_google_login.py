@@ -12,7 +12,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 from social_django.models import UserSocialAuth
 
-from tests.webapp.shares.factories import UserFactory
+from tests.factories import UserFactory
 
 pytestmark = [
     pytest.mark.django_db,

@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.test import Client, override_settings
 from django.urls import reverse
 
-from tests.webapp.shares.factories import PASSWORD, UserFactory
+from tests.factories import PASSWORD, UserFactory
 
 pytestmark = pytest.mark.django_db
 

@@ -9,25 +9,14 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from tests.webapp.shares.factories import QueryFactory, RunFactory, ShareFactory, UserFactory
+from tests.factories import QueryFactory, RunFactory
+from tests.webapp.shares.factories import ShareFactory
 from webapp.credentials.handoff import credentials_take
 from webapp.queries.models import Query, Run, RunDirection, RunStatus
 
 pytestmark = pytest.mark.django_db
 
 HISTORY = reverse("history:list")
-
-
-@pytest.fixture
-def owner():
-    return UserFactory()
-
-
-@pytest.fixture
-def client(owner) -> Client:
-    client = Client()
-    client.force_login(owner)
-    return client
 
 
 def listed_ids(response) -> list[int]:
@@ -43,42 +32,47 @@ def make_aged_queries(owner, count: int) -> list[Query]:
     return queries
 
 
-def test_it_lists_only_my_queries_newest_first(owner, client) -> None:
+def test_it_lists_only_my_queries_newest_first(owner, owner_client) -> None:
     mine = make_aged_queries(owner, 3)
     QueryFactory(prompt="someone else's")
-    response = client.get(HISTORY)
+    response = owner_client.get(HISTORY)
     assert listed_ids(response) == [q.pk for q in reversed(mine)]
     assert "someone else" not in response.content.decode()
 
 
-def test_it_searches_prompt_and_both_codes(owner, client) -> None:
+def test_it_searches_prompt_and_both_codes(owner, owner_client) -> None:
     by_prompt = QueryFactory(owner=owner, prompt="send a joke to Ana")
     by_forward = QueryFactory(owner=owner, forward_code="requests.post(SLACK_URL)")
     by_reverse = QueryFactory(owner=owner, reverse_code="slack.chat_delete(ts)")
     QueryFactory(owner=owner, prompt="unrelated")
     QueryFactory(prompt="a slack query of someone else", forward_code="slack")
-    assert listed_ids(client.get(HISTORY, {"q": "joke"})) == [by_prompt.pk]
-    assert set(listed_ids(client.get(HISTORY, {"q": "SLACK"}))) == {by_forward.pk, by_reverse.pk}
+    assert listed_ids(owner_client.get(HISTORY, {"q": "joke"})) == [by_prompt.pk]
+    assert set(listed_ids(owner_client.get(HISTORY, {"q": "SLACK"}))) == {
+        by_forward.pk,
+        by_reverse.pk,
+    }
 
 
-def test_it_shows_the_status_of_the_last_run(owner, client) -> None:
+def test_it_shows_the_status_of_the_last_run(owner, owner_client) -> None:
     query = QueryFactory(owner=owner)
     RunFactory(query=query, status=RunStatus.SUCCEEDED)
     RunFactory(query=query, status=RunStatus.TIMED_OUT)
     never = QueryFactory(owner=owner)
-    rows = {q.pk: q for q in client.get(HISTORY).context["page"].object_list}
+    rows = {q.pk: q for q in owner_client.get(HISTORY).context["page"].object_list}
     assert rows[query.pk].last_run_status == "timed_out"
     assert rows[never.pk].last_run_status is None
 
 
-def test_it_paginates(owner, client) -> None:
+def test_it_paginates(owner, owner_client) -> None:
     queries = make_aged_queries(owner, 25)
-    assert len(listed_ids(client.get(HISTORY))) == 20
-    assert listed_ids(client.get(HISTORY, {"page": 2})) == [q.pk for q in reversed(queries[:5])]
+    assert len(listed_ids(owner_client.get(HISTORY))) == 20
+    assert listed_ids(owner_client.get(HISTORY, {"page": 2})) == [
+        q.pk for q in reversed(queries[:5])
+    ]
 
 
 def test_the_list_needs_the_same_number_of_sql_queries_for_any_number_of_rows(
-    owner, client, django_assert_max_num_queries
+    owner, owner_client, django_assert_max_num_queries
 ) -> None:
     def fill(count: int) -> None:
         for query in make_aged_queries(owner, count):
@@ -87,15 +81,17 @@ def test_the_list_needs_the_same_number_of_sql_queries_for_any_number_of_rows(
 
     fill(1)
     with django_assert_max_num_queries(6) as one_row:
-        client.get(HISTORY)
+        owner_client.get(HISTORY)
     fill(19)
     with django_assert_max_num_queries(len(one_row.captured_queries)):
-        assert len(listed_ids(client.get(HISTORY))) == 20
+        assert len(listed_ids(owner_client.get(HISTORY))) == 20
 
 
-def test_re_run_starts_a_new_forward_run_with_only_the_needed_credentials(owner, client) -> None:
+def test_re_run_starts_a_new_forward_run_with_only_the_needed_credentials(
+    owner, owner_client
+) -> None:
     query = QueryFactory(owner=owner, credential_names=["SLACK_TOKEN"])
-    response = client.post(
+    response = owner_client.post(
         reverse("history:rerun", args=[query.pk]),
         {"credential:SLACK_TOKEN": "xoxb-rerun", "credential:OTHER": "not needed"},
     )
@@ -110,44 +106,42 @@ def test_re_run_starts_a_new_forward_run_with_only_the_needed_credentials(owner,
     assert credentials_take(run_id=run.pk) == {"SLACK_TOKEN": "xoxb-rerun"}
 
 
-def test_re_run_without_a_needed_credential_fails_naming_it(owner, client) -> None:
+def test_re_run_without_a_needed_credential_fails_naming_it(owner, owner_client) -> None:
     query = QueryFactory(owner=owner, credential_names=["SLACK_TOKEN"])
-    client.post(reverse("history:rerun", args=[query.pk]))
+    owner_client.post(reverse("history:rerun", args=[query.pk]))
     run = Run.objects.get(query=query)
     assert run.status == RunStatus.FAILED
     assert "SLACK_TOKEN" in run.error
 
 
-def test_delete_removes_the_query_its_runs_and_its_links(owner, client) -> None:
+def test_delete_removes_the_query_its_runs_and_its_links(owner, owner_client) -> None:
     query = QueryFactory(owner=owner)
     RunFactory(query=query)
     share = ShareFactory(query=query)
-    response = client.post(reverse("history:delete", args=[query.pk]))
+    response = owner_client.post(reverse("history:delete", args=[query.pk]))
     assert response.status_code == 302
     assert not Query.objects.filter(pk=query.pk).exists()
     assert not Run.objects.filter(query_id=query.pk).exists()
     assert Client().get(reverse("shares:detail", args=[share.token])).status_code == 404
 
 
-def test_it_deletes_a_query_whose_run_is_still_queued(owner, client) -> None:
+def test_it_deletes_a_query_whose_run_is_still_queued(owner, owner_client) -> None:
     query = QueryFactory(owner=owner)
     RunFactory(query=query, status=RunStatus.QUEUED)
-    client.post(reverse("history:delete", args=[query.pk]))
+    owner_client.post(reverse("history:delete", args=[query.pk]))
     assert not Query.objects.filter(pk=query.pk).exists()
 
 
-def test_it_rejects_a_stranger_re_running_or_deleting(owner) -> None:
+def test_it_rejects_a_stranger_re_running_or_deleting(owner, stranger_client) -> None:
     query = QueryFactory(owner=owner)
-    stranger = Client()
-    stranger.force_login(UserFactory())
-    assert stranger.post(reverse("history:rerun", args=[query.pk])).status_code == 404
-    assert stranger.post(reverse("history:delete", args=[query.pk])).status_code == 404
+    assert stranger_client.post(reverse("history:rerun", args=[query.pk])).status_code == 404
+    assert stranger_client.post(reverse("history:delete", args=[query.pk])).status_code == 404
     assert Query.objects.filter(pk=query.pk).exists()
     assert not Run.objects.exists()
 
 
-def test_the_re_run_form_asks_the_browser_for_the_querys_credentials(owner, client) -> None:
+def test_the_re_run_form_asks_the_browser_for_the_querys_credentials(owner, owner_client) -> None:
     QueryFactory(owner=owner, credential_names=["SLACK_TOKEN", "DB_URL"])
-    body = client.get(HISTORY).content.decode()
+    body = owner_client.get(HISTORY).content.decode()
     assert 'data-credential-names="SLACK_TOKEN,DB_URL"' in body
     assert "accounts/credentials.js" in body

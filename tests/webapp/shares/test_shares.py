@@ -6,27 +6,12 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from tests.webapp.shares.factories import (
-    QueryFactory,
-    RunChunkFactory,
-    RunFactory,
-    ShareFactory,
-    UserFactory,
-)
+from tests.factories import QueryFactory, RunChunkFactory, RunFactory
+from tests.webapp.shares.factories import ShareFactory
 from webapp.queries.models import Query, RunStatus
 from webapp.shares.models import Share
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def owner():
-    return UserFactory()
-
-
-@pytest.fixture
-def stranger():
-    return UserFactory()
 
 
 def signed_in(user) -> Client:

@@ -29,6 +29,8 @@ BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace", "LANG"
 WORKDIR = "/workspace"
 READ_SIZE = 65536
 PR_SET_DUMPABLE = 4
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
 
 # Echo bare expressions like the interactive interpreter, one top-level statement at a time.
 INTERACTIVE = """
@@ -126,10 +128,30 @@ def start_child(msg, stdin_r, out_w, err_w):
         os.chdir(WORKDIR)
         env = dict(BASE_ENV, **msg["env"])
         argv = argv_for(msg)
+        install_seccomp(base64.b64decode(msg["seccomp_bpf"]))
         os.execvpe(argv[0], argv, env)  # noqa: S606
     except BaseException as exc:  # noqa: BLE001 - report why exec failed, then die
         os.write(err_w, f"sandbox: cannot start program: {exc}\n".encode())
     os._exit(127)
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def install_seccomp(program):
+    """Stack our deny list (executor/policy/seccomp.py) on top of Docker's default profile.
+
+    Docker's profile still lets a program ptrace its own children, among others; the stacked
+    filter refuses what the bwrap backend refuses. no_new_privs is already set by Docker.
+    """
+    if not program or len(program) % 8:
+        raise RuntimeError("no seccomp program to install")
+    buf = ctypes.create_string_buffer(program, len(program))
+    fprog = SockFprog(len(program) // 8, ctypes.addressof(buf))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "cannot install the seccomp filter")
 
 
 class Run:

@@ -219,3 +219,15 @@ def test_self_check_fails_closed_when_the_engine_is_unreachable(tmp_path):
     url = f"unix://{tmp_path}/no-docker.sock"
     with pytest.raises(BackendUnavailable, match="unreachable"):
         DockerBackend(docker_url=url, warm_pool_size=0).self_check()
+
+
+def test_our_seccomp_filter_is_stacked_on_dockers_default_profile(backend):
+    code = (
+        "import ctypes, os\nstatus = open('/proc/self/status').read()\n"
+        "print(status.split('Seccomp_filters:')[1].split()[0])\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\nchild = os.fork()\n"
+        "if child == 0:\n    os.pause()\n"
+        "print(libc.ptrace(16, child, None, None), ctypes.get_errno())\n"
+    )
+    result = backend.run(RunSpec(code=code), limits=LIMITS)
+    assert result.stdout == "2\n-1 1\n"  # two filters; PTRACE_ATTACH fails with EPERM

@@ -42,6 +42,7 @@ class Sandbox:
         self.started_at = time.monotonic()
         self.ready = False
         self._destroyed = False
+        self._killed = False
 
     @classmethod
     def start(
@@ -69,7 +70,6 @@ class Sandbox:
             if cgroup is not None:
                 files = cgroup.procs_files
                 argv = ["/bin/sh", "-c", _JOIN_CGROUPS, "sh", str(len(files)), *files, *argv]
-            drop = {"user": host_uid, "group": host_uid, "extra_groups": []} if host_uid else {}
             proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE,
@@ -78,7 +78,9 @@ class Sandbox:
                 pass_fds=(seccomp_r, job_r, status_w),
                 env={},  # bwrap itself must not carry the host environment (/proc/1/environ)
                 start_new_session=True,
-                **drop,  # type: ignore[arg-type]
+                user=host_uid,
+                group=host_uid,
+                extra_groups=[] if host_uid is not None else None,
             )
         except OSError as exc:
             if cgroup is not None:
@@ -107,21 +109,43 @@ class Sandbox:
             return ""
         return self.proc.stderr.read(4096).decode("utf-8", "replace").strip()
 
-    def signal_program(self, sig: int) -> None:
-        """Send `sig` to every process inside the sandbox except its supervisor (PID 1)."""
-        if self.cgroup is None:
-            return
-        for pid in self.cgroup.pids():
+    def _inside_pids(self) -> dict[int, str]:
+        """host pid -> pid inside the sandbox, for the sandbox's processes (needs the cgroup)."""
+        found: dict[int, str] = {}
+        for pid in self.cgroup.pids() if self.cgroup is not None else ():
             try:
                 with open(f"/proc/{pid}/status") as status:
                     nspid = next((ln.split()[1:] for ln in status if ln.startswith("NSpid:")), [])
-                if len(nspid) > 1 and nspid[-1] != "1":
-                    os.kill(pid, sig)
-            except (OSError, StopIteration):
+            except OSError:
                 continue
+            if len(nspid) > 1:
+                found[pid] = nspid[-1]
+        return found
+
+    def signal_program(self, sig: int) -> None:
+        """Send `sig` to every process inside the sandbox except its supervisor (PID 1)."""
+        for pid, inside in self._inside_pids().items():
+            if inside != "1":
+                with contextlib.suppress(OSError):
+                    os.kill(pid, sig)
 
     def kill(self) -> None:
-        """SIGKILL the whole tree: bwrap's death takes the namespace (and everything) with it."""
+        """SIGKILL the sandbox.
+
+        Killing the sandbox's PID 1 makes the kernel kill everything in its namespace, and
+        lets each bwrap process reap its child on the way out (killing bwrap first would
+        orphan them as zombies for the host's init). Without a cgroup to find PID 1, kill
+        the launcher's process group: --die-with-parent takes the rest down.
+        """
+        self._killed = True
+        init = [pid for pid, inside in self._inside_pids().items() if inside == "1"]
+        for pid in init:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        if not init:
+            self._kill_group()
+
+    def _kill_group(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         if self.cgroup is not None:
@@ -132,9 +156,14 @@ class Sandbox:
         if self._destroyed:
             return
         self._destroyed = True
-        # Killed first, so the blocking wait returns at once (Popen.wait(timeout) would poll).
-        self.kill()
-        self.proc.wait()
+        if self.proc.poll() is None:
+            if not self._killed:
+                self.kill()
+            try:
+                self.proc.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                self._kill_group()
+                self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
@@ -187,7 +216,6 @@ class WarmPool:
                     self._ready.remove(sandbox)
                 need = len(self._ready) < self._size
             for sandbox in stale:
-                sandbox.kill()
                 sandbox.destroy()
             if not need:
                 continue
@@ -210,7 +238,6 @@ class WarmPool:
                     self._ready.append(sandbox)
                     self._cond.notify_all()
             if closed:
-                sandbox.kill()
                 sandbox.destroy()
 
     def _expired(self, sandbox: Sandbox) -> bool:
@@ -224,5 +251,4 @@ class WarmPool:
             self._cond.notify_all()
         self._thread.join(timeout=15)
         for sandbox in drained:
-            sandbox.kill()
             sandbox.destroy()

@@ -68,6 +68,8 @@ class BwrapBackend:
         self._pool_max_idle_s = pool_max_idle_s
         self._pool: WarmPool | None = None
         self._pool_size = warm_pool_size
+        # How many runs took a warm sandbox vs started one (benchmarks and tests read this).
+        self.stats = {"warm": 0, "cold": 0}
 
     def self_check(self) -> None:
         """Fail closed: refuse to run anything unless bwrap, the rootfs and seccomp all work."""
@@ -109,7 +111,9 @@ class BwrapBackend:
         pool = self._pool
         sandbox = pool.take() if pool is not None and self._pool_fits(limits) else None
         if sandbox is None:
+            self.stats["cold"] += 1
             return self._run_cold(spec, limits, on_output, cancel)
+        self.stats["warm"] += 1
         return self._execute(sandbox, spec, limits, on_output, cancel)
 
     def wait_warm(self, timeout_s: float = 30.0) -> bool:
@@ -173,7 +177,6 @@ class BwrapBackend:
             outcome = loop.run(job.payload, job.stdin, cancel)
             oom = sandbox.cgroup.oom_killed() if sandbox.cgroup is not None else False
         finally:
-            sandbox.kill()
             sandbox.destroy()
         status = outcome.status
         if status is None:

@@ -1,0 +1,215 @@
+"""bwrap-specific behaviour: the warm pool, fail-closed self-check, and nothing left behind.
+
+The hostile-program suite (test_hostile.py) covers what programs cannot do; these tests cover
+how this backend manages its sandboxes. Real sandboxes on the real root filesystem.
+"""
+
+import glob
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from executor import CancelToken, Limits, RunSpec, create_backend
+from executor.backends.bwrap import BwrapBackend
+from executor.errors import BackendUnavailable
+
+ROOTFS = str(Path(__file__).resolve().parents[2] / "var" / "sandbox-rootfs")
+# A host uid no other test uses, so "no process left" can be checked exactly.
+HOST_UID = 64123
+LIMITS = Limits(wall_time_s=5)
+
+
+def processes_of(uid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    found.append(int(entry))
+            except FileNotFoundError:
+                continue
+    return found
+
+
+def our_cgroups() -> list[str]:
+    return glob.glob(f"/sys/fs/cgroup/*/**/undoable-{os.getpid()}-*", recursive=True)
+
+
+@pytest.fixture(scope="module")
+def backend():
+    backend = create_backend("bwrap", rootfs=ROOTFS, host_uid=HOST_UID)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def pooled():
+    backend = create_backend("bwrap", rootfs=ROOTFS, host_uid=HOST_UID, warm_pool_size=2)
+    assert backend.wait_warm(30)
+    yield backend
+    backend.close()
+
+
+def test_a_warm_run_uses_a_pooled_sandbox(pooled):
+    result = pooled.run(RunSpec(code="print(1+1)"), limits=LIMITS)
+    assert result.stdout == "2\n"
+    assert pooled.stats == {"warm": 1, "cold": 0}
+
+
+def test_a_pooled_sandbox_is_never_reused(pooled):
+    leave = "open('/workspace/left','w').write('x'); open('/tmp/left','w').write('x')"
+    pooled.run(RunSpec(code=leave), limits=LIMITS)
+    assert pooled.wait_warm(30)
+    look = "import os; print(os.path.exists('/workspace/left'), os.path.exists('/tmp/left'))"
+    result = pooled.run(RunSpec(code=look), limits=LIMITS)
+    assert result.stdout == "False False\n"
+    assert pooled.stats["warm"] == 2
+
+
+def test_a_pooled_sandbox_gets_the_run_env_but_never_the_host_env(pooled, monkeypatch):
+    monkeypatch.setenv("HOST_CANARY", "c4n4ry")
+    code = (
+        "import os\n"
+        "print(os.environ['TOKEN'])\n"
+        "print(b'c4n4ry' in open('/proc/1/environ','rb').read())\n"
+        "print(b'c4n4ry' in open('/proc/self/environ','rb').read())\n"
+    )
+    result = pooled.run(RunSpec(code=code, env={"TOKEN": "t0k"}), limits=LIMITS)
+    assert result.stdout == "t0k\nFalse\nFalse\n"
+
+
+def test_runs_that_do_not_fit_the_pool_start_cold(pooled):
+    result = pooled.run(RunSpec(code="print(3)"), limits=Limits(workdir_quota_mib=8))
+    assert result.stdout == "3\n"
+    assert pooled.stats == {"warm": 0, "cold": 1}
+
+
+def test_closing_the_pool_leaves_no_process_or_cgroup():
+    backend = create_backend("bwrap", rootfs=ROOTFS, host_uid=HOST_UID, warm_pool_size=2)
+    assert backend.wait_warm(30)
+    backend.close()
+    assert processes_of(HOST_UID) == []
+    assert our_cgroups() == []
+
+
+def test_a_double_forked_daemon_is_gone_when_the_run_returns(backend):
+    code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(1000)\n"
+        "    os._exit(0)\n"
+        "print('parent done')\n"
+    )
+    result = backend.run(RunSpec(code=code), limits=LIMITS)
+    assert result.stdout == "parent done\n"
+    assert processes_of(HOST_UID) == []
+    assert our_cgroups() == []
+
+
+def test_a_timeout_kills_a_sigterm_ignoring_process_tree(backend):
+    code = "trap '' TERM; (trap '' TERM; while :; do :; done) & echo started; while :; do :; done"
+    result = backend.run(RunSpec(code=code, language="bash"), limits=Limits(wall_time_s=1))
+    assert result.timed_out
+    assert result.signal == 9
+    assert result.stdout == "started\n"
+    assert processes_of(HOST_UID) == []
+    assert our_cgroups() == []
+
+
+def test_cancel_from_another_thread_stops_the_run_and_cleans_up(backend):
+    token = CancelToken()
+    started = threading.Event()
+
+    def on_output(chunk):
+        started.set()
+
+    def cancel_when_started():
+        assert started.wait(10)
+        token.cancel()
+
+    canceller = threading.Thread(target=cancel_when_started)
+    canceller.start()
+    code = "import sys, time\nsys.stdout.write('go\\n')\ntime.sleep(60)"
+    result = backend.run(RunSpec(code=code), limits=LIMITS, on_output=on_output, cancel=token)
+    canceller.join()
+    assert result.cancelled
+    assert not result.timed_out
+    assert result.stdout == "go\n"
+    assert processes_of(HOST_UID) == []
+
+
+def test_exit_code_137_is_not_a_signal_but_sigkill_is(backend):
+    exited = backend.run(RunSpec(code="import os; os._exit(137)"), limits=LIMITS)
+    killed = backend.run(RunSpec(code="import os; os.kill(os.getpid(), 9)"), limits=LIMITS)
+    assert (exited.exit_code, exited.signal) == (137, None)
+    assert (killed.exit_code, killed.signal) == (None, 9)
+
+
+def test_a_memory_bomb_is_reported_as_oom_killed(backend):
+    code = "hog = []\nwhile True: hog.append(bytearray(8 * 1024 * 1024))"
+    result = backend.run(RunSpec(code=code), limits=Limits(memory_mib=64, wall_time_s=10))
+    assert result.oom_killed
+    assert result.signal == 9
+    assert our_cgroups() == []
+
+
+def test_output_past_the_cap_is_truncated_and_the_program_stopped(backend):
+    code = "while True: print('x' * 99)"
+    result = backend.run(RunSpec(code=code), limits=Limits(max_output_bytes=1000))
+    assert result.truncated
+    assert len(result.stdout) == 1000
+    assert not result.timed_out
+
+
+def test_a_character_split_between_writes_arrives_whole(backend):
+    code = (
+        "import os, time\n"
+        "os.write(1, '€'.encode()[:2]); time.sleep(0.2); os.write(1, '€'.encode()[2:])\n"
+    )
+    chunks = []
+    result = backend.run(RunSpec(code=code), limits=LIMITS, on_output=chunks.append)
+    assert result.stdout == "€"
+    assert "".join(c.text for c in chunks) == "€"
+
+
+def test_interpreter_mode_echoes_bare_expressions(backend):
+    spec = RunSpec(code="x = 20\nx + 1\nNone\n'done'", interpreter_mode=True)
+    result = backend.run(spec, limits=LIMITS)
+    assert result.stdout == "21\n'done'\n"
+
+
+def test_files_and_stdin_reach_the_program(backend):
+    spec = RunSpec(
+        code="cat data/in.txt; tr a-z A-Z",
+        language="bash",
+        files={"data/in.txt": b"from a file\n"},
+        stdin=b"from stdin\n",
+    )
+    result = backend.run(spec, limits=LIMITS)
+    assert result.stdout == "from a file\nFROM STDIN\n"
+
+
+def sandbox_mounts() -> list[str]:
+    lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    return [line for line in lines if "sandbox-rootfs" in line or " /workspace " in line]
+
+
+def test_runs_leave_no_mount_on_the_host(backend):
+    before = sandbox_mounts()
+    backend.run(RunSpec(code="print(1)"), limits=LIMITS)
+    assert sandbox_mounts() == before
+
+
+def test_self_check_refuses_a_missing_rootfs(tmp_path):
+    with pytest.raises(BackendUnavailable, match="root filesystem"):
+        create_backend("bwrap", rootfs=str(tmp_path / "nothing-here"))
+
+
+def test_self_check_refuses_when_bwrap_is_missing(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(BackendUnavailable, match="bwrap"):
+        BwrapBackend(ROOTFS).self_check()

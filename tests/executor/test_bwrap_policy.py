@@ -1,0 +1,196 @@
+"""The bwrap sandbox policy as pure functions: command line, rlimits, seccomp filter."""
+
+import errno
+
+import pyseccomp as seccomp
+import pytest
+
+from executor.errors import InvalidLimits
+from executor.limits import Limits
+from executor.policy.bwrap_args import (
+    BASE_ENV,
+    SandboxFds,
+    bwrap_argv,
+    driver_source,
+    program_env,
+    program_rlimits,
+)
+from executor.policy.seccomp import DENIED_SYSCALLS, TIOCSTI, build_filter, seccomp_bpf
+
+ROOTFS = "/srv/sandbox-rootfs"
+FDS = SandboxFds(seccomp=7, job=8, status=9)
+REQUIRED_DENIED = (
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "bpf",
+    "userfaultfd",
+    "perf_event_open",
+    "mount",
+    "umount2",
+    "unshare",
+    "setns",
+    "pivot_root",
+    "chroot",
+    "kexec_load",
+    "init_module",
+)
+
+
+def argv(limits: Limits | None = None, rootfs: str = ROOTFS) -> list[str]:
+    return bwrap_argv(rootfs=rootfs, limits=limits or Limits(), fds=FDS, hard_limit_s=10)
+
+
+def bwrap_part(args: list[str]) -> list[str]:
+    command = args.index("--", args.index("bwrap"))
+    return args[args.index("bwrap") : command]
+
+
+def option_values(args: list[str], option: str) -> list[str]:
+    return [args[i + 1] for i, arg in enumerate(args) if arg == option]
+
+
+def test_it_wraps_bwrap_in_an_external_hard_kill():
+    args = argv(Limits(wall_time_s=3))
+    assert args[:4] == ["timeout", "-s", "KILL", "15s"]
+    assert args[4] == "bwrap"
+
+
+def test_it_unshares_every_namespace_and_forbids_new_user_namespaces():
+    args = bwrap_part(argv())
+    for flag in ("--unshare-all", "--unshare-user", "--disable-userns", "--new-session"):
+        assert flag in args
+    assert "--die-with-parent" in args
+    assert "--share-net" not in args
+
+
+def test_it_drops_every_capability_and_runs_as_the_sandbox_user():
+    args = bwrap_part(argv())
+    assert option_values(args, "--cap-drop") == ["ALL"]
+    assert "--cap-add" not in args
+    assert option_values(args, "--uid") == ["1000"]
+    assert option_values(args, "--gid") == ["1000"]
+
+
+def test_it_mounts_the_rootfs_read_only_as_root_and_nothing_else_from_the_host():
+    args = bwrap_part(argv())
+    assert option_values(args, "--ro-bind") == [ROOTFS]
+    assert args[args.index("--ro-bind") + 2] == "/"
+    for writable_host_mount in ("--bind", "--dev-bind", "--bind-try", "--dev-bind-try"):
+        assert writable_host_mount not in args
+
+
+def test_it_remounts_root_read_only_after_every_mount():
+    args = bwrap_part(argv())
+    last_mount = max(i for i, a in enumerate(args) if a in ("--tmpfs", "--proc", "--dev"))
+    assert args.index("--remount-ro") > last_mount
+    assert "/" in option_values(args, "--remount-ro")
+
+
+def test_it_never_shows_host_home_root_work_or_the_docker_socket():
+    args = bwrap_part(argv())
+    for host_path in ("/home", "/root", "/work", "/var/run", "/run", "/etc/shadow"):
+        assert not [a for a in args if a == host_path or a.startswith(host_path + "/")]
+    assert not [a for a in args if "docker.sock" in a]
+
+
+def test_it_caps_the_writable_workdir_and_tmp_by_the_quotas():
+    args = bwrap_part(argv(Limits(workdir_quota_mib=3, tmp_quota_mib=5)))
+    sizes = dict(zip(option_values(args, "--tmpfs"), option_values(args, "--size"), strict=True))
+    assert sizes["/workspace"] == str(3 * 1024 * 1024)
+    assert sizes["/tmp"] == str(5 * 1024 * 1024)
+    assert "/dev/shm" in sizes
+
+
+def test_it_passes_only_the_base_environment_on_the_command_line():
+    args = bwrap_part(argv())
+    assert option_values(args, "--setenv") == list(BASE_ENV)
+
+
+def test_it_keeps_a_hostile_rootfs_path_one_argument():
+    hostile = "/srv/x --bind / /host"
+    args = argv(rootfs=hostile)
+    assert option_values(args, "--ro-bind") == [hostile]
+    assert "/host" not in args
+
+
+def test_it_rejects_a_relative_rootfs():
+    with pytest.raises(InvalidLimits):
+        argv(rootfs="--bind")
+
+
+def test_it_refuses_network_access_it_cannot_confine():
+    with pytest.raises(InvalidLimits):
+        argv(Limits(network="allowlist"))
+
+
+def test_it_hands_bwrap_the_seccomp_filter_and_the_driver_its_fds():
+    args = argv()
+    assert option_values(bwrap_part(args), "--seccomp") == ["7"]
+    assert args[-2:] == ["8", "9"]
+    assert args[-5:-3] == ["-I", "-c"]
+
+
+def test_the_driver_source_is_valid_python():
+    compile(driver_source(), "driver", "exec")
+
+
+def test_program_env_is_the_base_plus_only_the_allowlist():
+    env = program_env({"API_TOKEN": "t0k"})
+    assert env == {**BASE_ENV, "API_TOKEN": "t0k"}
+
+
+def test_rlimits_forbid_core_dumps_and_follow_the_limits():
+    limits = Limits(cpu_time_s=2.5, max_pids=7, max_open_files=33, max_file_size_mib=2)
+    rlimits = program_rlimits(limits, memory_cgroup=True)
+    assert rlimits["RLIMIT_CORE"] == (0, 0)
+    assert rlimits["RLIMIT_CPU"] == (3, 4)
+    assert rlimits["RLIMIT_NPROC"] == (7, 7)
+    assert rlimits["RLIMIT_NOFILE"] == (33, 33)
+    assert rlimits["RLIMIT_FSIZE"] == (2 * 1024 * 1024,) * 2
+
+
+def test_address_space_is_the_memory_limit_without_a_memory_cgroup():
+    limits = Limits(memory_mib=100)
+    assert program_rlimits(limits, memory_cgroup=False)["RLIMIT_AS"] == (limits.memory_bytes,) * 2
+    assert program_rlimits(limits, memory_cgroup=True)["RLIMIT_AS"][0] > limits.memory_bytes
+
+
+def _pfc() -> str:
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as out:
+        build_filter().export_pfc(out)
+        out.seek(0)
+        return out.read()
+
+
+def test_the_seccomp_filter_denies_every_required_syscall_with_eperm():
+    pfc = _pfc()
+    native = seccomp.system_arch()
+    assert set(REQUIRED_DENIED) <= set(DENIED_SYSCALLS)
+    for name in REQUIRED_DENIED:
+        number = seccomp.resolve_syscall(native, name)
+        assert f"if ($syscall == {number})" in pfc, name
+    assert f"action ERRNO({errno.EPERM})" in pfc
+
+
+def test_the_seccomp_filter_denies_tiocsti_but_not_every_ioctl():
+    pfc = _pfc()
+    ioctl = seccomp.resolve_syscall(seccomp.system_arch(), "ioctl")
+    assert f"if ($syscall == {ioctl})" in pfc
+    assert str(TIOCSTI) in pfc or hex(TIOCSTI) in pfc
+
+
+def test_the_seccomp_filter_kills_foreign_abis():
+    pfc = _pfc()
+    assert "action KILL" in pfc
+
+
+def test_the_compiled_filter_is_a_whole_number_of_bpf_instructions():
+    program = seccomp_bpf()
+    assert program
+    assert len(program) % 8 == 0

@@ -1,0 +1,69 @@
+// The live output console: ANSI colours (ansi_up), `\r` rewrites the current line like a
+// terminal (progress bars), stderr and our own system lines styled apart, copy as plain text.
+(function () {
+  "use strict";
+
+  function OutputConsole(element) {
+    this.el = element;
+    this.ansi = null;
+    this.line = null;
+    this.reset();
+  }
+
+  OutputConsole.prototype.reset = function () {
+    this.el.textContent = "";
+    this.ansi = new window.UndoableEditor.AnsiUp();
+    this.ansi.use_classes = false;
+    this.line = this._newLine();
+  };
+
+  OutputConsole.prototype._newLine = function () {
+    var line = document.createElement("span");
+    line.className = "console-line";
+    this.el.appendChild(line);
+    return line;
+  };
+
+  // Append `text` from `stream` (stdout | stderr | system).
+  OutputConsole.prototype.write = function (stream, text) {
+    var stick = this.el.scrollTop + this.el.clientHeight >= this.el.scrollHeight - 8;
+    var parts = text.split(/(\r\n|\r|\n)/);
+    for (var i = 0; i < parts.length; i++) {
+      var part = parts[i];
+      if (part === "\n" || part === "\r\n") {
+        this.line.appendChild(document.createTextNode("\n"));
+        this.line = this._newLine();
+      } else if (part === "\r") {
+        // Carriage return: what follows overwrites the line, as in a terminal.
+        this.line.textContent = "";
+      } else if (part) {
+        var span = document.createElement("span");
+        span.className = stream;
+        span.innerHTML = this.ansi.ansi_to_html(part); // ansi_up escapes HTML in the text
+        this.line.appendChild(span);
+      }
+    }
+    if (stick) this.el.scrollTop = this.el.scrollHeight;
+  };
+
+  OutputConsole.prototype.plainText = function () {
+    return this.el.textContent;
+  };
+
+  OutputConsole.prototype.copy = function () {
+    var text = this.plainText();
+    if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+    var area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.style.position = "fixed";
+    area.style.opacity = "0";
+    document.body.appendChild(area);
+    area.select();
+    document.execCommand("copy");
+    document.body.removeChild(area);
+    return Promise.resolve();
+  };
+
+  window.UndoableConsole = OutputConsole;
+})();

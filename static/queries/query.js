@@ -1,0 +1,235 @@
+// The query page: two editors with autosave, Run/Stop, the live console, the run list, the
+// "changed from generated" diffs and the Fix button.
+(function () {
+  "use strict";
+  var lib = window.UndoableEditor;
+  var data = JSON.parse(document.getElementById("page-data").textContent);
+  function jsonOf(id) { return JSON.parse(document.getElementById(id).textContent); }
+  var generated = { forward: jsonOf("generated-forward-code"), reverse: jsonOf("generated-reverse-code") };
+  var consoleView = new window.UndoableConsole(document.querySelector("[data-console]"));
+  var badge = document.querySelector("[data-status-badge]");
+  var stopButton = document.querySelector("[data-stop]");
+  var fixButton = document.querySelector("[data-fix]");
+  var fixNote = document.querySelector("[data-fix-note]");
+  var saveState = document.querySelector("[data-save-state]");
+  var runLabel = document.querySelector("[data-console-run]");
+  var dark = window.UndoableTheme ? window.UndoableTheme.isDark() : false;
+  var editors = {};
+  var diffs = {};
+  var diffBase = { forward: generated.forward, reverse: generated.reverse };
+  var current = null; // {id, stream, cancelUrl, fixUrl, direction}
+
+  function csrfToken() {
+    var match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+    if (match) return decodeURIComponent(match[1]);
+    var input = document.querySelector("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+
+  function post(url, body, extra) {
+    return fetch(url, Object.assign({
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
+      body: JSON.stringify(body || {}),
+    }, extra || {})).then(function (response) {
+      return response.json().catch(function () { return {}; }).then(function (json) {
+        if (!response.ok) throw new Error(json.error || "The server answered " + response.status);
+        return json;
+      });
+    });
+  }
+
+  // --- editors and autosave ---------------------------------------------------------------
+  var saveTimer = null;
+  var dirty = false;
+
+  function codes() {
+    return { forward_code: editors.forward.getValue(), reverse_code: editors.reverse.getValue() };
+  }
+
+  function save(keepalive) {
+    window.clearTimeout(saveTimer);
+    if (!dirty) return Promise.resolve();
+    dirty = false;
+    saveState.textContent = "Saving…";
+    return post(data.saveUrl, codes(), keepalive ? { keepalive: true } : null).then(
+      function () { saveState.textContent = "All changes saved"; },
+      function (error) {
+        dirty = true;
+        saveState.textContent = "Not saved (" + error.message + "); retrying…";
+        saveTimer = window.setTimeout(save, 3000);
+      }
+    );
+  }
+
+  function changed(side) {
+    var tag = document.querySelector('[data-changed="' + side + '"]');
+    var toggle = document.querySelector('[data-diff-toggle="' + side + '"]');
+    var differs = diffBase[side] !== "" && diffBase[side] !== editors[side].getValue();
+    tag.hidden = !(differs && diffBase[side] === generated[side]);
+    toggle.hidden = !differs && !diffs[side];
+  }
+
+  function onChange(side) {
+    dirty = true;
+    saveState.textContent = "Editing…";
+    window.clearTimeout(saveTimer);
+    saveTimer = window.setTimeout(save, 800);
+    changed(side);
+    if (diffs[side]) showDiff(side, true);
+  }
+
+  ["forward", "reverse"].forEach(function (side) {
+    editors[side] = lib.createEditor(document.querySelector('[data-editor="' + side + '"]'), {
+      doc: jsonOf(side + "-code"),
+      language: "python",
+      dark: dark,
+      label: side === "forward" ? "Forward code" : "Reverse (undo) code",
+      onChange: function () { onChange(side); },
+      onRun: function () { startRun(side); },
+    });
+    changed(side);
+  });
+
+  document.addEventListener("undoable:theme-changed", function (event) {
+    editors.forward.setDark(event.detail.dark);
+    editors.reverse.setDark(event.detail.dark);
+  });
+  window.addEventListener("pagehide", function () { save(true); });
+  document.addEventListener("visibilitychange", function () {
+    if (document.visibilityState === "hidden") save(true);
+  });
+
+  // --- "changed from generated" / "before the fix" diffs ------------------------------------
+  function showDiff(side, open) {
+    var host = document.querySelector('[data-diff="' + side + '"]');
+    var toggle = document.querySelector('[data-diff-toggle="' + side + '"]');
+    if (diffs[side]) { diffs[side].destroy(); diffs[side] = null; }
+    host.textContent = "";
+    if (open) {
+      diffs[side] = lib.createDiff(host, {
+        original: diffBase[side], modified: editors[side].getValue(), language: "python", dark: dark,
+      });
+    }
+    host.hidden = !open;
+    toggle.setAttribute("aria-expanded", String(open));
+    toggle.textContent = open ? "Hide changes" : "Show changes";
+  }
+
+  document.querySelectorAll("[data-diff-toggle]").forEach(function (toggle) {
+    toggle.addEventListener("click", function () {
+      var side = toggle.getAttribute("data-diff-toggle");
+      showDiff(side, !diffs[side]);
+    });
+  });
+
+  // --- runs ---------------------------------------------------------------------------------
+  function describe(status) {
+    var text = status.status.replace("_", " ");
+    if (status.exit_code !== null && status.exit_code !== undefined) text += " · exit " + status.exit_code;
+    if (status.duration_ms !== null && status.duration_ms !== undefined) {
+      text += " · " + (status.duration_ms < 1000 ? status.duration_ms + " ms" : (status.duration_ms / 1000).toFixed(1) + " s");
+    }
+    return text;
+  }
+
+  function showStatus(status) {
+    badge.className = "status-badge status-" + status.status;
+    badge.textContent = describe(status);
+    badge.setAttribute("data-status", status.status);
+    var final = window.UndoableRunStream.isFinal(status.status);
+    stopButton.disabled = final;
+    if (fixButton) fixButton.hidden = !(final && (status.status === "failed" || status.status === "timed_out"));
+    if (final) refreshRunList();
+  }
+
+  function follow(run) {
+    if (current && current.stream) current.stream.close();
+    consoleView.reset();
+    runLabel.textContent = "· run #" + run.run.run_id + " (" + (run.direction || "forward") + ")";
+    current = { id: run.run.run_id, cancelUrl: run.cancel_url, fixUrl: run.fix_url, direction: run.direction || "forward" };
+    showStatus(run.run);
+    current.stream = new window.UndoableRunStream(run.ws_path, {
+      onChunk: function (chunk) { consoleView.write(chunk.stream, chunk.text); },
+      onStatus: showStatus,
+    });
+  }
+
+  function startRun(side) {
+    window.clearTimeout(saveTimer);
+    dirty = false;
+    var names = data.credentialNames || [];
+    var body = codes();
+    body.direction = side;
+    body.credentials = window.UndoableCredentials ? window.UndoableCredentials.valuesFor(names) : {};
+    document.querySelectorAll("[data-run]").forEach(function (b) { b.disabled = true; });
+    return post(data.runUrl, body).then(function (response) {
+      saveState.textContent = "All changes saved";
+      response.direction = side;
+      follow(response);
+      refreshRunList();
+    }, function (error) {
+      saveState.textContent = "Could not start the run: " + error.message;
+    }).then(function () {
+      document.querySelectorAll("[data-run]").forEach(function (b) { b.disabled = false; });
+    });
+  }
+
+  document.querySelectorAll("[data-run]").forEach(function (button) {
+    button.addEventListener("click", function () { startRun(button.getAttribute("data-run")); });
+  });
+
+  stopButton.addEventListener("click", function () {
+    if (!current) return;
+    stopButton.disabled = true;
+    post(current.cancelUrl).then(function (response) { showStatus(response.run); }, function (error) {
+      stopButton.disabled = false;
+      saveState.textContent = "Could not stop: " + error.message;
+    });
+  });
+
+  document.querySelector("[data-copy]").addEventListener("click", function () {
+    consoleView.copy().then(function () { saveState.textContent = "Output copied as plain text"; });
+  });
+
+  if (fixButton) {
+    fixButton.addEventListener("click", function () {
+      if (!current) return;
+      var side = current.direction;
+      fixButton.disabled = true;
+      fixNote.hidden = false;
+      fixNote.textContent = "Asking the model for a fix…";
+      post(current.fixUrl).then(function (fix) {
+        diffBase[side] = fix.previous;
+        editors[side].setValue(fix.code);
+        showDiff(side, true);
+        fixNote.textContent = "The model's fix replaced the " + side + " code; the diff shows what changed. " + (fix.explanation || "");
+      }, function (error) {
+        fixNote.textContent = "Fix failed: " + error.message;
+      }).then(function () { fixButton.disabled = false; });
+    });
+  }
+
+  // --- the run list -------------------------------------------------------------------------
+  var runList = document.querySelector("[data-run-list]");
+  function refreshRunList() {
+    fetch(data.runListUrl, { credentials: "same-origin" }).then(function (r) { return r.text(); }).then(function (html) {
+      runList.innerHTML = html;
+    });
+  }
+  runList.addEventListener("click", function (event) {
+    var button = event.target.closest("[data-show-run]");
+    if (!button) return;
+    fetch(button.getAttribute("data-show-run"), { credentials: "same-origin" })
+      .then(function (r) { return r.json(); })
+      .then(follow);
+  });
+
+  // A reload mid-run (or after one) picks the latest run up again: replay, then live.
+  if (data.latestRun) {
+    fetch(data.latestRunUrl, { credentials: "same-origin" })
+      .then(function (r) { return r.json(); })
+      .then(follow);
+  }
+})();

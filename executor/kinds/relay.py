@@ -60,7 +60,7 @@ class UnixRelay:
             with self._lock:
                 self._sockets += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+                threading.Thread(target=pump, args=(a, b), daemon=True).start()
 
     def close(self) -> None:
         with self._lock:
@@ -73,7 +73,8 @@ class UnixRelay:
             self.path.unlink()
 
 
-def _pump(src: socket.socket, dst: socket.socket) -> None:
+def pump(src: socket.socket, dst: socket.socket) -> None:
+    """Copy src to dst until EOF, then half-close dst."""
     try:
         while data := src.recv(_BUF):
             dst.sendall(data)

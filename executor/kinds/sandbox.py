@@ -31,8 +31,8 @@ from executor.spec import RunSpec
 
 CONTROL_DIR = "/run/undoable"  # where the per-run control folder appears inside the sandbox
 _ALLOWED_DESTS = ("/workspace", CONTROL_DIR)
-_extra_args: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
-    "undoable_extra_bwrap_args", default=()
+_mounts: contextvars.ContextVar[tuple[Mount, ...]] = contextvars.ContextVar(
+    "undoable_mounts", default=()
 )
 _install_lock = threading.Lock()
 _installed = False
@@ -81,35 +81,61 @@ def run_with_mounts(
     if "mounts" in inspect.signature(backend.run).parameters:
         run: Any = backend.run
         return run(spec, limits=limits, mounts=tuple(mounts), on_output=on_output, cancel=cancel)
-    run_cold = getattr(backend, "_run_cold", None)
-    if backend.name != "bwrap" or run_cold is None:
-        raise BackendUnavailable(f"the {backend.name} backend cannot mount a workspace")
-    _install_argv_hook()
-    token = _extra_args.set(tuple(bwrap_mount_args(mounts)))
+    token = push_mounts(backend, mounts)
     try:
-        result: RunResult = run_cold(spec, limits, on_output, cancel)
-        return result
+        return backend.run(spec, limits=limits, on_output=on_output, cancel=cancel)
     finally:
-        _extra_args.reset(token)
+        pop_mounts(token)
 
 
-def _install_argv_hook() -> None:
-    """Stopgap until BwrapBackend.run takes `mounts=`: wrap the argv builder once."""
+def push_mounts(backend: Backend, mounts: Sequence[Mount]) -> contextvars.Token:
+    """Make the calling thread's next sandbox runs (through `backend.run`) carry `mounts`.
+
+    For callers that cannot pass `mounts=` themselves (the web app's runner calls
+    executor.run). Undo with pop_mounts(token) in the same thread.
+    """
+    if backend.name != "bwrap" or getattr(backend, "_run_cold", None) is None:
+        raise BackendUnavailable(
+            f"the {backend.name} backend cannot mount a workspace; use EXECUTOR_BACKEND=bwrap "
+            "for the fs, db and rest kinds"
+        )
+    bwrap_mount_args(mounts)  # validate now, not inside the backend
+    _install_hooks()
+    return _mounts.set(tuple(mounts))
+
+
+def pop_mounts(token: contextvars.Token) -> None:
+    _mounts.reset(token)
+
+
+def _install_hooks() -> None:
+    """Stopgap until BwrapBackend.run takes `mounts=`: while a thread has mounts pushed, its
+    runs skip the warm pool (pooled sandboxes were started without them) and the argv gets
+    the extra bind arguments. Installed once; a no-op for threads without mounts."""
     global _installed
     with _install_lock:
         if _installed:
             return
         from executor import bwrap_pool
+        from executor.backends.bwrap import BwrapBackend
 
-        original = bwrap_pool.bwrap_argv
+        original_argv = bwrap_pool.bwrap_argv
+        original_run = BwrapBackend.run
 
-        def with_mounts(**kwargs: Any) -> list[str]:
-            argv = original(**kwargs)
-            extra = _extra_args.get()
-            if not extra:
+        def argv_with_mounts(**kwargs: Any) -> list[str]:
+            argv = original_argv(**kwargs)
+            mounts = _mounts.get()
+            if not mounts:
                 return argv
             at = argv.index("--remount-ro")
-            return [*argv[:at], *extra, *argv[at:]]
+            return [*argv[:at], *bwrap_mount_args(mounts), *argv[at:]]
 
-        bwrap_pool.bwrap_argv = with_mounts  # type: ignore[assignment]
+        def run_with_pushed_mounts(self: Any, spec: RunSpec, *, limits: Limits, **kw: Any) -> Any:
+            if not _mounts.get():
+                return original_run(self, spec, limits=limits, **kw)
+            limits = dataclasses.replace(limits, network="none")
+            return self._run_cold(spec, limits, kw.get("on_output"), kw.get("cancel"))
+
+        bwrap_pool.bwrap_argv = argv_with_mounts  # type: ignore[assignment]
+        BwrapBackend.run = run_with_pushed_mounts  # type: ignore[method-assign]
         _installed = True

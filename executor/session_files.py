@@ -35,7 +35,8 @@ class FileEntry:
 
 
 def _parts(path: str) -> tuple[str, ...]:
-    path = path.strip("/")
+    # Relative to /workspace only; an absolute path is refused, not silently re-rooted.
+    path = path.rstrip("/") if path != "/" else ""
     return () if path in ("", ".") else validate_relative_path(path).parts
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from executor import cgroups, session_files
-from executor.errors import ExecutorError, InvalidSpec, NoCapacity
+from executor.errors import BackendUnavailable, ExecutorError, InvalidSpec, NoCapacity
 from executor.limits import Limits
 from executor.result import RunResult
 from executor.session_files import FileEntry
@@ -184,6 +184,7 @@ class SessionManager:
         self._cond = threading.Condition()
         self._stopped = False
         self._cgroup_parents = cgroups.available_parents() if config.use_cgroups else {}
+        _check_traversable(config.root_dir, config.host_uid)
         os.makedirs(config.root_dir, mode=0o711, exist_ok=True)
         # Traversable (not listable) by the unprivileged sandbox uid that binds a workspace inside.
         os.chmod(config.root_dir, 0o711)  # noqa: S103
@@ -284,3 +285,22 @@ class SessionManager:
                 self.reap_due()
             except Exception:
                 logger.exception("session reaper failed")
+
+
+def _check_traversable(root_dir: str, host_uid: int | None) -> None:
+    """Fail early and clearly if the unprivileged sandbox uid could not reach a workspace."""
+    if host_uid is None or os.geteuid() != 0:
+        return
+    path = os.path.abspath(root_dir)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    while True:
+        info = os.stat(path)
+        if not (info.st_mode & 0o001 or info.st_uid == host_uid):
+            raise BackendUnavailable(
+                f"session directory {root_dir}: {path} is not traversable by uid {host_uid} "
+                "(chmod o+x it or choose another directory)"
+            )
+        if path == "/":
+            return
+        path = os.path.dirname(path)

@@ -73,15 +73,15 @@ def exec_run(spec: RunSpec, *, timeout_s: float) -> tuple[RunResult, str]:
     """Run `spec` in a fresh sandbox; returns the result and stdout+stderr as they interleaved."""
     from webapp.executor_glue import ensure_executor
 
-    ensure_executor()
-    caps = executor.caps()
-    limits = caps.narrowed(wall_time_s=timeout_s, cpu_time_s=min(timeout_s, caps.cpu_time_s))
     chunks: list[str] = []
 
     def on_output(chunk: OutputChunk) -> None:
         chunks.append(chunk.text)
 
     try:
+        ensure_executor()
+        caps = executor.caps()
+        limits = caps.narrowed(wall_time_s=timeout_s, cpu_time_s=min(timeout_s, caps.cpu_time_s))
         result = executor.run(spec, limits=limits, on_output=on_output)
     except executor.NoCapacity as exc:
         raise ApiError(503, f"no sandbox capacity: {exc}", retry_after_s=1) from None

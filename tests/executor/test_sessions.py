@@ -1,0 +1,166 @@
+"""executor.sessions against real bwrap sandboxes: REPL semantics, files, reaping, limits."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from executor.errors import InvalidSpec
+from executor.limits import Limits
+from executor.session_files import FileMissing
+from executor.sessions import SessionBusy, SessionConfig, SessionManager, SessionNotFound
+
+ROOTFS = Path(__file__).resolve().parents[2] / "var" / "sandbox-rootfs"
+
+
+def process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A zombie is gone for every purpose but its /proc entry.
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+
+
+@pytest.fixture
+def reaped() -> dict[str, threading.Event]:
+    return {}
+
+
+@pytest.fixture
+def manager_factory(reaped: dict[str, threading.Event]) -> Iterator:
+    managers: list[SessionManager] = []
+    # The sandbox runs as an unprivileged host uid: its workspace's parents must be traversable
+    # (pytest's tmp_path lives under a 0700 directory).
+    root = tempfile.mkdtemp(prefix="undoable-sessions-")
+    os.chmod(root, 0o711)
+
+    def make(**overrides) -> SessionManager:
+        def on_close(session_id: str, reason: str) -> None:
+            reaped.setdefault(session_id, threading.Event()).set()
+
+        options = {"limits": Limits(wall_time_s=5), **overrides}
+        config = SessionConfig(
+            rootfs=str(ROOTFS), root_dir=os.path.join(root, "sessions"), **options
+        )
+        manager = SessionManager(config, on_close=on_close)
+        managers.append(manager)
+        return manager
+
+    yield make
+    for manager in managers:
+        manager.shutdown()
+    shutil.rmtree(root)
+
+
+def test_state_functions_and_imports_persist(manager_factory):
+    session = manager_factory().create()
+    session.exec("import json\ndef double(x):\n    return 2 * x")
+    assert session.exec("json.dumps(double(21))").stdout == "'42'\n"
+
+
+def test_the_program_runs_as_the_unprivileged_sandbox_user_without_network(manager_factory):
+    session = manager_factory().create()
+    out = session.exec(
+        "import os, socket\nprint(os.getuid(), os.getcwd())\nsocket.create_connection(('1.1.1.1', 53), timeout=2)"
+    )
+    assert out.stdout == "1000 /workspace\n"
+    assert "OSError" in out.stderr or "unreachable" in out.stderr
+
+
+def test_a_syntax_error_is_reported_and_state_survives(manager_factory):
+    session = manager_factory().create()
+    session.exec("kept = 'yes'")
+    bad = session.exec("def broken(:\n  pass")
+    assert bad.exit_code == 1 and "SyntaxError" in bad.stderr
+    assert session.exec("kept").stdout == "'yes'\n"
+
+
+def test_sys_exit_in_a_cell_does_not_end_the_session(manager_factory):
+    session = manager_factory().create()
+    assert session.exec("import sys; sys.exit(4)").exit_code == 4
+    assert session.exec("'alive'").stdout == "'alive'\n"
+
+
+def test_output_beyond_the_cap_is_truncated(manager_factory):
+    session = manager_factory(limits=Limits(wall_time_s=5, max_output_bytes=1000)).create()
+    result = session.exec("print('x' * 5000)")
+    assert result.truncated is True
+    assert len(result.stdout) == 1000
+
+
+def test_a_cell_that_kills_the_interpreter_ends_the_session(manager_factory):
+    manager = manager_factory()
+    session = manager.create()
+    result = session.exec("import os; os._exit(0)")
+    assert result.exit_code is None and "state is lost" in result.stderr
+    with pytest.raises(SessionNotFound):
+        session.exec("1")
+    assert process_gone(session.pid)
+
+
+def test_one_command_at_a_time(manager_factory):
+    session = manager_factory().create()
+    session.write_file("go", b"")
+    started = threading.Event()
+    worker = threading.Thread(
+        target=lambda: (started.set(), session.exec("import time; time.sleep(1.5)"))
+    )
+    worker.start()
+    started.wait(5)
+    # The worker holds the lock from its first instruction: poll for it without sleeping.
+    while not session._lock.locked() and worker.is_alive():
+        threading.Event().wait(0.01)
+    with pytest.raises(SessionBusy):
+        session.exec("1")
+    worker.join(10)
+
+
+def test_an_idle_session_is_reaped_and_its_sandbox_killed(manager_factory, reaped):
+    manager = manager_factory(idle_timeout_s=0.5)
+    session = manager.create()
+    reaped[session.id] = threading.Event()
+    pid, workdir = session.pid, session.workdir
+    assert not process_gone(pid)
+    assert reaped[session.id].wait(15)
+    assert process_gone(pid)
+    assert not os.path.exists(workdir)
+    with pytest.raises(SessionNotFound):
+        manager.get(session.id)
+
+
+def test_the_max_lifetime_ends_a_busy_session_too(manager_factory, reaped):
+    manager = manager_factory(idle_timeout_s=600, max_lifetime_s=1.0)
+    session = manager.create()
+    reaped[session.id] = threading.Event()
+    assert reaped[session.id].wait(15)
+    assert process_gone(session.pid)
+
+
+def test_files_refuse_traversal_and_links(manager_factory):
+    session = manager_factory().create()
+    session.exec("import os; os.symlink('/', 'root'); os.mkfifo('pipe')")
+    for bad in ("../x", "/etc/passwd", "a/../../x", ""):
+        with pytest.raises(InvalidSpec):
+            session.write_file(bad, b"x")
+    with pytest.raises(FileMissing):
+        session.read_file("root/etc/passwd")
+    with pytest.raises(FileMissing):
+        session.read_file("pipe")
+    kinds = {entry.name: entry.kind for entry in session.list_files()}
+    assert kinds == {"root": "other", "pipe": "other"}
+    session.delete_file("root")
+    assert Path("/etc/passwd").exists()
+
+
+def test_uploaded_files_belong_to_the_sandbox_user(manager_factory):
+    session = manager_factory().create()
+    session.write_file("sub/data.txt", b"v1")
+    assert session.exec("open('sub/data.txt', 'a').write('+more')").exit_code == 0
+    assert session.read_file("sub/data.txt") == b"v1+more"

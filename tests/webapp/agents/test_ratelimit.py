@@ -1,0 +1,74 @@
+"""Per-token quotas: request rate (429 + Retry-After) and runs in flight."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.test import override_settings
+
+from webapp.agents.models import ApiToken
+from webapp.agents.ratelimit import QuotaExceeded, RateLimiter
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_bucket_refills_at_the_configured_rate():
+    clock = FakeClock()
+    limiter = RateLimiter(clock=clock)
+    for _ in range(3):
+        limiter.take("t", per_minute=60, burst=3)
+    with pytest.raises(QuotaExceeded) as denied:
+        limiter.take("t", per_minute=60, burst=3)
+    assert denied.value.retry_after_s == 1
+    clock.now += 1.0
+    limiter.take("t", per_minute=60, burst=3)
+
+
+def test_tokens_have_separate_buckets():
+    limiter = RateLimiter(clock=FakeClock())
+    limiter.take("a", per_minute=1, burst=1)
+    limiter.take("b", per_minute=1, burst=1)
+    with pytest.raises(QuotaExceeded) as denied:
+        limiter.take("a", per_minute=1, burst=1)
+    assert denied.value.retry_after_s == 60
+
+
+@override_settings(AGENTS_RATE_BURST=2, AGENTS_RATE_PER_MINUTE=1)
+def test_a_token_over_its_rate_gets_429_with_retry_after_and_nothing_runs(owner, stranger):
+    body = {"code": "print('ran')"}
+    assert [owner.post("/api/v1/exec", body).status_code for _ in range(2)] == [200, 200]
+    denied = owner.post("/api/v1/exec", body)
+    assert denied.status_code == 429
+    assert denied.json() == {"error": "rate limit exceeded"}
+    assert int(denied["Retry-After"]) >= 1
+    assert "X-Exit-Code" not in denied
+    # Another person's token is not affected.
+    assert stranger.post("/api/v1/exec", body).status_code == 200
+
+
+@override_settings(AGENTS_MAX_CONCURRENT_PER_TOKEN=1)
+def test_a_token_over_its_concurrency_cap_gets_429(owner):
+    from webapp.agents.ratelimit import limiter
+
+    key = ApiToken.objects.get(owner=owner.user).pk
+    slow = {"code": "import time; time.sleep(3)", "timeout_s": 5}
+    first: list[int] = []
+    worker = threading.Thread(
+        target=lambda: first.append(owner.post("/api/v1/exec", slow).status_code)
+    )
+    worker.start()
+    assert limiter.wait_for_active(key, 1, timeout=30)
+    denied = owner.post("/api/v1/exec", {"code": "print(1)"})
+    worker.join(30)
+    assert denied.status_code == 429
+    assert denied["Retry-After"] == "1"
+    assert first == [200]

@@ -1,0 +1,181 @@
+"""Stateful sessions over HTTP: state, tracebacks, files, bash, pip, ownership and caps."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import zipfile
+
+import pytest
+from django.test import override_settings
+
+from webapp.agents.models import AgentSession
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sessions")]
+
+
+def start(persona) -> str:
+    response = persona.post("/api/v1/sessions", {})
+    assert response.status_code == 201
+    return response.json()["id"]
+
+
+def cell(persona, session_id: str, code: str, **extra) -> dict:
+    response = persona.post(f"/api/v1/sessions/{session_id}/exec", {"code": code, **extra})
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def test_state_persists_across_twenty_cells(owner):
+    sid = start(owner)
+    cell(owner, sid, "import math\ntotal = 0\ndef bump(n):\n    global total\n    total += n")
+    for n in range(1, 19):
+        assert cell(owner, sid, f"bump({n})")["exit_code"] == 0
+    assert cell(owner, sid, "total, math.factorial(5)")["stdout"] == "(171, 120)\n"
+
+
+def test_a_traceback_does_not_wipe_state(owner):
+    sid = start(owner)
+    cell(owner, sid, "keep = [1, 2, 3]")
+    failed = cell(owner, sid, "keep.append(4)\nundefined_name + 1")
+    assert failed["exit_code"] == 1
+    assert 'File "<cell 2>", line 2' in failed["stderr"]
+    assert "NameError: name 'undefined_name' is not defined" in failed["stderr"]
+    assert cell(owner, sid, "keep")["stdout"] == "[1, 2, 3, 4]\n"
+
+
+def test_only_a_final_bare_expression_is_shown(owner):
+    sid = start(owner)
+    assert cell(owner, sid, "1 + 1\nx = 5\nx * 2")["stdout"] == "10\n"
+    assert cell(owner, sid, "x = 7")["stdout"] == ""
+
+
+def test_bash_commands_share_the_workspace(owner):
+    sid = start(owner)
+    cell(owner, sid, "open('made-by-python.txt', 'w').write('hi')")
+    out = cell(owner, sid, "cat made-by-python.txt; echo from-bash > b.txt", language="bash")
+    assert out["stdout"] == "hi"
+    assert cell(owner, sid, "open('b.txt').read()")["stdout"] == "'from-bash\\n'\n"
+
+
+def test_files_round_trip_byte_for_byte(owner):
+    sid = start(owner)
+    blob = bytes(range(256)) * 1000 + b"\x00\xff"
+    assert owner.put(f"/api/v1/sessions/{sid}/files/deep/dir/blob.bin", blob).status_code == 200
+    digest = hashlib.sha256(blob).hexdigest()
+    seen = cell(
+        owner,
+        sid,
+        "import hashlib; hashlib.sha256(open('deep/dir/blob.bin','rb').read()).hexdigest()",
+    )
+    assert seen["stdout"] == repr(digest) + "\n"
+    cell(owner, sid, "open('deep/made.bin', 'wb').write(bytes(range(255, -1, -1)))")
+    fetched = owner.get(f"/api/v1/sessions/{sid}/files/deep/made.bin")
+    assert fetched.content == bytes(range(255, -1, -1))
+    assert owner.get(f"/api/v1/sessions/{sid}/files/deep/dir/blob.bin").content == blob
+    listing = owner.get(f"/api/v1/sessions/{sid}/files", path="deep").json()["entries"]
+    assert [(e["name"], e["type"]) for e in listing] == [("dir", "dir"), ("made.bin", "file")]
+    assert owner.delete(f"/api/v1/sessions/{sid}/files/deep").status_code == 204
+    assert owner.get(f"/api/v1/sessions/{sid}/files").json()["entries"] == []
+
+
+def test_a_symlink_planted_by_the_sandbox_is_not_followed(owner):
+    sid = start(owner)
+    cell(owner, sid, "import os; os.symlink('/etc/hostname', 'link'); os.symlink('/etc', 'etcdir')")
+    assert owner.get(f"/api/v1/sessions/{sid}/files/link").status_code == 404
+    assert owner.get(f"/api/v1/sessions/{sid}/files/etcdir/hostname").status_code == 404
+    assert owner.put(f"/api/v1/sessions/{sid}/files/etcdir/x", b"x").status_code == 400
+    assert owner.put(f"/api/v1/sessions/{sid}/files/link", b"replaced").status_code == 200
+    assert (
+        cell(owner, sid, "import os; os.path.islink('link'), open('link').read()")["stdout"]
+        == "(False, 'replaced')\n"
+    )
+
+
+@pytest.mark.parametrize("path", ["../escape", "a/../../b", "%2e%2e/x"])
+def test_file_paths_that_climb_out_are_refused(owner, path):
+    sid = start(owner)
+    response = owner.put(f"/api/v1/sessions/{sid}/files/{path}", b"x")
+    assert response.status_code in (400, 404)
+    assert "error" in response.json()
+
+
+def test_a_strangers_token_gets_404_everywhere(owner, stranger):
+    sid = start(owner)
+    base = f"/api/v1/sessions/{sid}"
+    assert stranger.post(f"{base}/exec", {"code": "1"}).status_code == 404
+    assert stranger.get(f"{base}/files").status_code == 404
+    assert stranger.get(f"{base}/files/x").status_code == 404
+    assert stranger.put(f"{base}/files/x", b"x").status_code == 404
+    assert stranger.delete(base).status_code == 404
+    assert cell(owner, sid, "'still mine'")["stdout"] == "'still mine'\n"
+
+
+def test_deleting_a_session_ends_it(owner):
+    sid = start(owner)
+    assert owner.delete(f"/api/v1/sessions/{sid}").status_code == 204
+    assert owner.post(f"/api/v1/sessions/{sid}/exec", {"code": "1"}).status_code == 404
+    assert AgentSession.objects.get(pk=sid).closed_at is not None
+
+
+@override_settings(AGENTS_MAX_SESSIONS_PER_USER=2)
+def test_a_user_has_a_cap_on_live_sessions(owner, stranger):
+    first = start(owner)
+    start(owner)
+    denied = owner.post("/api/v1/sessions", {})
+    assert denied.status_code == 429
+    assert "at most 2 live sessions" in denied.json()["error"]
+    assert stranger.post("/api/v1/sessions", {}).status_code == 201
+    owner.delete(f"/api/v1/sessions/{first}")
+    assert owner.post("/api/v1/sessions", {}).status_code == 201
+
+
+def test_session_exec_validates_like_exec(owner):
+    sid = start(owner)
+    assert owner.post(f"/api/v1/sessions/{sid}/exec", {"code": 1}).status_code == 400
+    bad = owner.post(f"/api/v1/sessions/{sid}/exec", {"code": "1", "timeout_s": 10**6})
+    assert bad.status_code == 400
+
+
+def test_a_cell_that_runs_too_long_is_stopped_and_the_session_lives_on(owner):
+    sid = start(owner)
+    cell(owner, sid, "before = 1")
+    slow = cell(owner, sid, "import time\nwhile True: time.sleep(0.05)", timeout_s=1)
+    assert slow["timed_out"] is True
+    assert "TimeoutError" in slow["stderr"]
+    assert cell(owner, sid, "before")["stdout"] == "1\n"
+
+
+def tiny_wheel() -> bytes:
+    """A pure-Python wheel built by hand, so installing it needs no network at all."""
+    files = {
+        "tinypkg/__init__.py": b"def hello():\n    return 'hello from tinypkg'\n",
+        "tinypkg-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n",
+        "tinypkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\n"
+        b"Root-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = ""
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record += f"{name},sha256={digest},{len(data)}\n"
+    record += "tinypkg-1.0.dist-info/RECORD,,\n"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as wheel:
+        for name, data in files.items():
+            wheel.writestr(name, data)
+        wheel.writestr("tinypkg-1.0.dist-info/RECORD", record)
+    return buffer.getvalue()
+
+
+def test_an_uploaded_wheel_installs_offline_and_imports_in_the_same_session(owner):
+    sid = start(owner)
+    assert cell(owner, sid, "import tinypkg")["exit_code"] == 1
+    owner.put(f"/api/v1/sessions/{sid}/files/tinypkg-1.0-py3-none-any.whl", tiny_wheel())
+    installed = cell(
+        owner, sid, "python3 -m pip install tinypkg-1.0-py3-none-any.whl", language="bash",
+        timeout_s=60,
+    )  # fmt: skip
+    assert installed["exit_code"] == 0, installed["stderr"]
+    assert "Successfully installed tinypkg-1.0" in installed["stdout"]
+    assert cell(owner, sid, "import tinypkg; tinypkg.hello()")["stdout"] == "'hello from tinypkg'\n"

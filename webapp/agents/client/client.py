@@ -1,0 +1,159 @@
+"""HTTP client for /api/v1/exec and /api/v1/sessions (urllib, no third-party dependency)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote, urlencode
+
+
+class ApiError(Exception):
+    """The server answered with an error status; `message` is its {"error": ...} text."""
+
+    def __init__(self, status: int, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool
+    oom_killed: bool
+    truncated: bool
+    duration_ms: int
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    @property
+    def output(self) -> str:
+        """stdout then stderr, what a person would want to read."""
+        return self.stdout + self.stderr
+
+
+class Client:
+    """`Client(url, token)`: url is the server's base address, e.g. http://127.0.0.1:8000."""
+
+    def __init__(self, url: str, token: str, *, timeout_s: float = 120.0) -> None:
+        self.base = url.rstrip("/") + "/api/v1"
+        self.token = token
+        self.timeout_s = timeout_s
+
+    def exec(self, code: str, *, files: dict[str, str] | None = None,
+             interpreter_mode: bool = False, stdin: str | None = None,
+             timeout_s: float | None = None, language: str = "python") -> ExecResult:  # fmt: skip
+        """Run `code` once in a fresh sandbox and return its result."""
+        body: dict[str, Any] = {"code": code, "language": language}
+        if files:
+            body["files"] = files
+        if interpreter_mode:
+            body["interpreter_mode"] = True
+        if stdin is not None:
+            body["stdin"] = stdin
+        if timeout_s is not None:
+            body["timeout_s"] = timeout_s
+        return _result(self._json("POST", "/exec", body))
+
+    def session(self) -> Session:
+        """Start a stateful session; use it as a context manager so it is always deleted."""
+        data = self._json("POST", "/sessions", {})
+        return Session(self, data["id"], data["expires_at"])
+
+    def request(self, method: str, path: str, *, body: bytes | None = None,
+                content_type: str = "application/json") -> bytes:  # fmt: skip
+        req = urllib.request.Request(self.base + path, data=body, method=method)  # noqa: S310
+        req.add_header("Authorization", f"Bearer {self.token}")
+        req.add_header("Accept", "application/json")
+        if body is not None:
+            req.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as response:  # noqa: S310
+                data: bytes = response.read()
+                return data
+        except urllib.error.HTTPError as exc:
+            raise _api_error(exc) from None
+
+    def _json(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        raw = None if body is None else json.dumps(body).encode()
+        data = self.request(method, path, body=raw)
+        return json.loads(data) if data else None
+
+
+class Session:
+    """A live sandbox whose Python state and files persist between calls."""
+
+    def __init__(self, client: Client, session_id: str, expires_at: str) -> None:
+        self.client = client
+        self.id = session_id
+        self.expires_at = expires_at
+        self._path = f"/sessions/{quote(session_id, safe='')}"
+
+    def exec(self, code: str, *, language: str = "python",
+             timeout_s: float | None = None) -> ExecResult:  # fmt: skip
+        body: dict[str, Any] = {"code": code, "language": language}
+        if timeout_s is not None:
+            body["timeout_s"] = timeout_s
+        return _result(self.client._json("POST", self._path + "/exec", body))
+
+    def bash(self, command: str, *, timeout_s: float | None = None) -> ExecResult:
+        return self.exec(command, language="bash", timeout_s=timeout_s)
+
+    def write_file(self, path: str, data: bytes | str) -> None:
+        blob = data.encode("utf-8") if isinstance(data, str) else data
+        self.client.request("PUT", self._file(path), body=blob,
+                            content_type="application/octet-stream")  # fmt: skip
+
+    def read_file(self, path: str) -> bytes:
+        return self.client.request("GET", self._file(path))
+
+    def list_files(self, path: str = "") -> list[dict[str, Any]]:
+        query = f"?{urlencode({'path': path})}" if path else ""
+        entries: list[dict[str, Any]] = self.client._json("GET", f"{self._path}/files{query}")[
+            "entries"
+        ]
+        return entries
+
+    def delete_file(self, path: str) -> None:
+        self.client.request("DELETE", self._file(path))
+
+    def close(self) -> None:
+        """Delete the session (its sandbox is killed, its files are gone)."""
+        try:
+            self.client.request("DELETE", self._path)
+        except ApiError as exc:
+            if exc.status != 404:  # already reaped: nothing left to delete
+                raise
+
+    def _file(self, path: str) -> str:
+        return f"{self._path}/files/{quote(path.lstrip('/'), safe='/')}"
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:  # fmt: skip
+        self.close()
+
+
+def _result(data: dict[str, Any]) -> ExecResult:
+    return ExecResult(**{name: data[name] for name in ExecResult.__dataclass_fields__})
+
+
+def _api_error(exc: urllib.error.HTTPError) -> ApiError:
+    raw = exc.read()
+    try:
+        message = json.loads(raw)["error"]
+    except (ValueError, KeyError, TypeError):
+        message = raw.decode("utf-8", "replace")[:500] or exc.reason
+    retry = exc.headers.get("Retry-After")
+    return ApiError(exc.code, str(message), float(retry) if retry else None)

@@ -1,0 +1,138 @@
+"""Executor fixtures: one real backend per parameter, and a runner that checks nothing is left.
+
+`backend` is session-scoped and parametrized over both real backends, so every hostile test
+runs against bwrap and against Docker. UNDOABLE_TEST_BACKENDS (comma list, default
+"bwrap,docker") narrows that; "unsandboxed" is accepted too, to try the suite itself against
+the unsafe backend (its deny tests must then fail; test_sabotage.py proves that on its own).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pytest
+from hostile_kit import TEST_LIMITS, SandboxRunner
+from unsandboxed import UnsandboxedBackend
+
+import docker
+import executor
+from executor.backends.base import Backend
+from executor.errors import BackendUnavailable
+
+REPO = Path(__file__).resolve().parents[2]
+DOCKER_IMAGE = "undoable-sandbox:latest"
+WARM_POOL_SIZE = 2
+DOCKER_SANDBOX_UID = 1000  # the image's user; Docker runs it as the same host uid
+# Where a backend could leave files or mounts behind on the host. Neither real backend keeps a
+# host temp dir (workdir and /tmp are tmpfs inside the sandbox), so anything new here is a leak.
+# ("undoable" alone would match other suites' temp databases created at the same time.)
+TRACE_DIRS = ("/tmp", "/dev/shm", str(REPO / "var" / "tmp"))
+TRACE_WORDS = ("bwrap", "sandbox-rootfs", "undoable-sandbox", "undoable-run")
+
+
+def _params() -> list[Any]:
+    names = os.environ.get("UNDOABLE_TEST_BACKENDS", "bwrap,docker").split(",")
+    marks = {"docker": [pytest.mark.docker], "unsandboxed": [pytest.mark.sabotage]}
+    return [pytest.param(name, marks=marks.get(name, []), id=name) for name in names]
+
+
+def _bwrap(rootfs: Path, docker_missing: Callable[[str], NoReturn]) -> Backend:
+    try:
+        return executor.create_backend(
+            "bwrap", rootfs=str(rootfs), warm_pool_size=WARM_POOL_SIZE, pool_limits=TEST_LIMITS
+        )
+    except BackendUnavailable as exc:
+        pytest.fail(f"the bwrap backend is unavailable: {exc}")
+
+
+def _docker(rootfs: Path, docker_missing: Callable[[str], NoReturn]) -> Backend:
+    try:
+        return executor.create_backend(
+            "docker", image=DOCKER_IMAGE, warm_pool_size=WARM_POOL_SIZE, limits=TEST_LIMITS
+        )
+    except BackendUnavailable as exc:
+        docker_missing(f"the docker backend is unavailable: {exc}")
+
+
+def _unsandboxed(rootfs: Path, docker_missing: Callable[[str], NoReturn]) -> Backend:
+    return UnsandboxedBackend()
+
+
+FACTORIES = {"bwrap": _bwrap, "docker": _docker, "unsandboxed": _unsandboxed}
+
+
+@pytest.fixture(scope="session", params=_params())
+def backend(
+    request: pytest.FixtureRequest,
+    sandbox_rootfs: Path,
+    docker_missing: Callable[[str], NoReturn],
+) -> Iterator[Backend]:
+    built = FACTORIES[request.param](sandbox_rootfs, docker_missing)
+    yield built
+    built.close()
+    assert _containers_of(built) == [], "containers outlived backend.close()"
+    assert _cgroups_of(built) == [], "cgroups outlived backend.close()"
+
+
+@pytest.fixture
+def sandbox(backend: Backend, request: pytest.FixtureRequest) -> Iterator[SandboxRunner]:
+    """Runs programs on `backend`; afterwards, asserts that the runs left nothing behind."""
+    runner = SandboxRunner(
+        backend, test_name=request.node.originalname, program_uid=_program_uid(backend)
+    )
+    before = _host_traces()
+    yield runner
+    assert runner.leftovers() == [], "processes of the test's runs are still alive on the host"
+    assert _host_traces() - before == set(), "the runs left files or mounts on the host"
+    settle = getattr(backend, "settle", None)
+    assert settle is None or settle(30.0), "used containers were not removed in 30 s"
+    # Only the warm pool's fresh sandboxes may remain; each used one must be gone.
+    assert len(_containers_of(backend)) <= WARM_POOL_SIZE, "a used container was left behind"
+    sandboxes_with_cgroups = {os.path.basename(path) for path in _cgroups_of(backend)}
+    assert len(sandboxes_with_cgroups) <= WARM_POOL_SIZE, "a used sandbox's cgroup was left"
+
+
+def _program_uid(backend: Backend) -> int:
+    """The host uid a sandboxed program runs as (the kill -9 -1 sentinel runs as it too)."""
+    if isinstance(backend, UnsandboxedBackend):
+        return backend.uid
+    if backend.name == "docker":
+        return DOCKER_SANDBOX_UID
+    return getattr(backend, "host_uid", None) or os.getuid()
+
+
+def _host_traces() -> set[str]:
+    traces = set()
+    for directory in TRACE_DIRS:
+        names = os.listdir(directory) if os.path.isdir(directory) else []
+        traces |= {f"{directory}/{n}" for n in names if any(w in n for w in TRACE_WORDS)}
+    with open("/proc/self/mountinfo") as mounts:
+        traces |= {line for line in mounts if any(w in line for w in TRACE_WORDS)}
+    return traces
+
+
+def _containers_of(backend: Backend) -> list[str]:
+    instance = getattr(backend, "instance_id", None)
+    if backend.name != "docker" or instance is None:
+        return []
+    client = docker.from_env()
+    try:
+        found = client.containers.list(all=True, filters={"label": f"undoable.backend={instance}"})
+        return [container.id for container in found]
+    finally:
+        client.close()
+
+
+def _cgroups_of(backend: Backend) -> list[str]:
+    """Per-sandbox cgroups this process created that still exist (bwrap only)."""
+    prefix = f"undoable-{os.getpid()}-"
+    parents: dict[str, str] = getattr(backend, "cgroup_parents", {})
+    return [
+        os.path.join(parent, name)
+        for parent in parents.values()
+        for name in os.listdir(parent)
+        if name.startswith(prefix)
+    ]

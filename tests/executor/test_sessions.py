@@ -68,7 +68,8 @@ def test_state_functions_and_imports_persist(manager_factory):
 def test_the_program_runs_as_the_unprivileged_sandbox_user_without_network(manager_factory):
     session = manager_factory().create()
     out = session.exec(
-        "import os, socket\nprint(os.getuid(), os.getcwd())\nsocket.create_connection(('1.1.1.1', 53), timeout=2)"
+        "import os, socket\nprint(os.getuid(), os.getcwd())\n"
+        "socket.create_connection(('1.1.1.1', 53), timeout=2)"
     )
     assert out.stdout == "1000 /workspace\n"
     assert "OSError" in out.stderr or "unreachable" in out.stderr

@@ -1,0 +1,81 @@
+# Undoable's images, all from one Debian bookworm base so that no registry is needed:
+#
+#   docker build --build-arg BASE_IMAGE=python:3.11-slim .                 # the web/worker image
+#   docker build --build-arg BASE_IMAGE=undoable-base:local --target redis .
+#   docker build --build-arg BASE_IMAGE=undoable-base:local --target postgres .
+#
+# BASE_IMAGE must be Debian bookworm with python3 >= 3.11 and pip: the usual python:3.11-slim, or,
+# where there is no registry (CI), the sandbox root filesystem imported with `docker import`
+# (tests/fault/compose_smoke.sh does that). redis and postgres come from Debian's packages on the
+# same base, so they build without a registry too.
+#
+# Python packages come from PyPI. Behind a TLS-intercepting proxy, put its CA bundle in
+# var/docker-ca.crt (the smoke script copies the host's) and pip trusts it for this one step.
+#
+# Stage order matters for Docker's classic builder, which builds every stage before the target:
+# the small service stages come first, the app image last (it is also the default target).
+
+ARG BASE_IMAGE=python:3.11-slim
+
+FROM ${BASE_IMAGE} AS debian
+ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# The sandbox root filesystem ships an empty /etc/shadow; package scripts (adduser, chfn) need
+# the entries back. A no-op on images that have them.
+RUN pwconv
+
+# --- redis: Debian's redis-server, no persistence (runs live in PostgreSQL; the broker's queue
+# is rebuilt by the reaper and by clients retrying).
+FROM debian AS redis
+RUN apt-get update -qq \
+    && apt-get install -y -qq --no-install-recommends redis-server >/dev/null \
+    && rm -rf /var/lib/apt/lists/*
+USER redis
+EXPOSE 6379
+CMD ["redis-server", "--bind", "0.0.0.0", "--port", "6379", "--protected-mode", "no", \
+     "--save", "", "--appendonly", "no"]
+
+# --- postgres: Debian's PostgreSQL 15. The entrypoint initialises the cluster on first start
+# from POSTGRES_USER / POSTGRES_PASSWORD / POSTGRES_DB, like the official image.
+FROM debian AS postgres
+RUN apt-get update -qq \
+    && apt-get install -y -qq --no-install-recommends postgresql-15 >/dev/null \
+    && rm -rf /var/lib/apt/lists/* \
+    && mkdir -p /var/lib/postgresql/data /var/run/postgresql \
+    && chown -R postgres:postgres /var/lib/postgresql /var/run/postgresql
+# Executable in git; the classic builder keeps the mode.
+COPY docker/postgres-entrypoint.sh /usr/local/bin/postgres-entrypoint.sh
+USER postgres
+ENV PGDATA=/var/lib/postgresql/data PATH=/usr/lib/postgresql/15/bin:$PATH
+EXPOSE 5432
+CMD ["postgres-entrypoint.sh"]
+
+# --- app: web (daphne), worker (celery) and management commands.
+FROM debian AS app
+RUN apt-get update -qq \
+    && apt-get install -y -qq --no-install-recommends ca-certificates bubblewrap >/dev/null \
+    && rm -rf /var/lib/apt/lists/*
+ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=/app \
+    PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_BREAK_SYSTEM_PACKAGES=1
+WORKDIR /app
+# Dependencies first, in their own layer, so a code change does not reinstall them.
+# `var/docker-ca.cr[t]` matches nothing when there is no extra CA; pyproject.toml keeps the COPY
+# valid either way.
+COPY pyproject.toml var/docker-ca.cr[t] /tmp/build/
+RUN python3 -c "import tomllib; print('\\n'.join(tomllib.load(open('/tmp/build/pyproject.toml', 'rb'))['project']['dependencies']))" \
+        > /tmp/build/requirements.txt \
+    && if [ -f /tmp/build/docker-ca.crt ]; then export PIP_CERT=/tmp/build/docker-ca.crt; fi \
+    && python3 -m pip install -q -r /tmp/build/requirements.txt \
+    && rm -rf /tmp/build
+COPY manage.py ./
+COPY executor ./executor
+COPY webapp ./webapp
+COPY templates ./templates
+COPY static ./static
+# The app never runs as root; the Docker socket group is added at run time (compose group_add).
+RUN useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin undoable \
+    && mkdir -p /app/var && chown undoable /app/var
+ENV UNDOABLE_VAR_DIR=/app/var EXECUTOR_BACKEND=docker
+USER undoable
+EXPOSE 8000
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "webapp.asgi:application"]

@@ -265,7 +265,8 @@ class Run:
             "exit_code": exit_code,
             "signal": sig,
             "timed_out": self.timed_out or over_cpu,
-            "oom_killed": oom and sig == signal.SIGKILL,
+            # Any OOM kill in the container counts: under bash it may hit a grandchild.
+            "oom_killed": oom,
             "truncated": self.truncated,
             "duration_s": duration,
         }

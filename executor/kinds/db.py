@@ -74,6 +74,7 @@ class DbControl:
         self._server.listen(1)
         self._conn: socket.socket | None = None
         self._connected = threading.Event()
+        self._closed = threading.Event()
         threading.Thread(target=self._serve, name="undoable-db-control", daemon=True).start()
 
     def prepare(
@@ -126,6 +127,7 @@ class DbControl:
             except ValueError:
                 logger.info("db driver sent a malformed event")
         self.events.put({"event": "closed"})
+        self._closed.set()
 
     def decide(self, *, commit: bool) -> None:
         """Tell the waiting driver to commit (Keep) or roll back (Undo)."""
@@ -135,6 +137,11 @@ class DbControl:
             self._conn.sendall(b"commit\n" if commit else b"rollback\n")
         except OSError as exc:
             raise TransactionError(f"the database driver is gone: {exc}") from exc
+
+    @property
+    def closed(self) -> bool:
+        """The driver hung up (it ended, or its sandbox did)."""
+        return self._closed.is_set()
 
     @property
     def connected(self) -> bool:

@@ -1,0 +1,82 @@
+"""A query's workspace (its files) and the change a forward run leaves awaiting Keep or Undo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.db import models
+
+from webapp.queries.models import Query, Run
+
+
+def workspaces_root() -> Path:
+    return Path(getattr(settings, "WORKSPACES_ROOT", settings.VAR_DIR / "workspaces"))
+
+
+class Workspace(models.Model):
+    query = models.OneToOneField(Query, on_delete=models.CASCADE, related_name="workspace")
+    # Single-user installs may point a workspace at a server folder (WORKSPACE_SERVER_FOLDERS).
+    server_folder = models.CharField(max_length=1000, blank=True)
+    # db kind: the SQLite file in the workspace, unless the credential below is given.
+    sqlite_path = models.CharField(max_length=255, default="database.sqlite3")
+    postgres_url_credential = models.CharField(max_length=128, default="DATABASE_URL")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"Workspace of query {self.query_id}"
+
+    @property
+    def root(self) -> Path:
+        if self.server_folder:
+            return Path(self.server_folder)
+        return workspaces_root() / str(self.pk) / "files"
+
+    @property
+    def state_dir(self) -> Path:
+        return workspaces_root() / str(self.pk) / "state"
+
+
+class ChangeStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    PENDING = "pending", "Awaiting Keep or Undo"
+    KEEP_REQUESTED = "keep_requested", "Keeping…"
+    UNDO_REQUESTED = "undo_requested", "Undoing…"
+    KEPT = "kept", "Kept"
+    UNDONE = "undone", "Undone"
+    ROLLED_BACK_TIMEOUT = "rolled_back_timeout", "Rolled back after timeout"
+    DISCARDED = "discarded", "Discarded (the run failed)"
+
+
+OPEN_STATUSES = (
+    ChangeStatus.RUNNING,
+    ChangeStatus.PENDING,
+    ChangeStatus.KEEP_REQUESTED,
+    ChangeStatus.UNDO_REQUESTED,
+)
+
+
+class PendingChange(models.Model):
+    """What one fs/db run changed, until the person keeps or undoes it."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="pending_change")
+    kind = models.CharField(max_length=8)  # fs | db
+    status = models.CharField(
+        max_length=24, choices=ChangeStatus.choices, default=ChangeStatus.RUNNING
+    )
+    changes = models.JSONField(default=list, blank=True)  # FsChange.as_dict() items
+    engine = models.CharField(max_length=16, blank=True)  # db kind: sqlite | postgres
+    deadline = models.DateTimeField(null=True, blank=True)  # db kind: automatic rollback
+    message = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Change of run {self.run_id} ({self.status})"
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in OPEN_STATUSES

@@ -1,0 +1,29 @@
+"""Workspaces under a folder the sandbox's unprivileged host uid can traverse."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.test import override_settings
+
+from tests.webapp.queries.conftest import sandbox_backend, threads_runner  # noqa: F401
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def workspaces_root() -> Iterator[Path]:
+    base = REPO / "var" / "tmp"
+    base.mkdir(parents=True, exist_ok=True)
+    base.chmod(0o711)
+    root = Path(tempfile.mkdtemp(prefix="ws-", dir=base))
+    root.chmod(0o711)
+    with override_settings(
+        WORKSPACES_ROOT=root, DB_PENDING_TIMEOUT_S=60, EXECUTOR_EGRESS_ALLOW_PRIVATE=True
+    ):
+        yield root
+    shutil.rmtree(root, ignore_errors=True)

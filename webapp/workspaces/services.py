@@ -1,0 +1,179 @@
+"""Writes for workspaces and pending changes: upload, Keep, Undo, regenerate the reverse."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import stat
+import zipfile
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+from django.utils import timezone
+
+from executor.errors import InvalidSpec
+from executor.kinds.errors import NothingPending, WorkspaceBusy
+from executor.kinds.fs import FsWorkspace
+from executor.spec import validate_relative_path
+from webapp import llm
+from webapp.queries.models import Query, Run
+from webapp.workspaces.models import ChangeStatus, PendingChange, Workspace
+
+logger = logging.getLogger(__name__)
+MAX_UPLOAD_BYTES = 64 * 1024 * 1024
+
+
+def workspace_for_query(query: Query) -> Workspace:
+    """The query's workspace (created on first use, with its folder)."""
+    workspace, _ = Workspace.objects.get_or_create(query=query)
+    workspace.root.mkdir(parents=True, exist_ok=True)
+    return workspace
+
+
+def workspace_fs(workspace: Workspace) -> FsWorkspace:
+    return FsWorkspace(workspace.root, workspace.state_dir)
+
+
+def workspace_set_server_folder(*, workspace: Workspace, folder: str) -> Workspace:
+    """Single-user installs: use one of WORKSPACE_SERVER_FOLDERS as the workspace itself."""
+    allowed = [str(Path(f).resolve()) for f in getattr(settings, "WORKSPACE_SERVER_FOLDERS", [])]
+    if folder and str(Path(folder).resolve()) not in allowed:
+        raise InvalidSpec("that folder is not one the server allows")
+    workspace.server_folder = folder
+    workspace.save(update_fields=["server_folder"])
+    return workspace
+
+
+def workspace_upload(*, workspace: Workspace, files: list[UploadedFile]) -> list[str]:
+    """Add files (a .zip is unpacked) to the workspace. Refused while a change is open."""
+    written: list[str] = []
+    fs = workspace_fs(workspace)
+    with fs.locked():
+        if fs.pending() is not None:
+            raise WorkspaceBusy("keep or undo the pending change before uploading")
+        for upload in files:
+            if (upload.size or 0) > MAX_UPLOAD_BYTES:
+                raise InvalidSpec(f"{upload.name} is larger than {MAX_UPLOAD_BYTES} bytes")
+            data = upload.read()
+            name = upload.name or "upload"
+            if name.lower().endswith(".zip"):
+                written += _unzip(workspace.root, data)
+            else:
+                _write(workspace.root, os.path.basename(name), data, 0o644)
+                written.append(os.path.basename(name))
+    logger.info("workspace upload", extra={"workspace": workspace.pk, "files": len(written)})
+    return written
+
+
+def _unzip(root: Path, data: bytes) -> list[str]:
+    names: list[str] = []
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        total = sum(info.file_size for info in archive.infolist())
+        if total > MAX_UPLOAD_BYTES:
+            raise InvalidSpec("the zip unpacks to more than the upload limit")
+        for info in archive.infolist():
+            if info.is_dir():
+                continue
+            mode = (info.external_attr >> 16) & 0o7777
+            if stat.S_ISLNK(info.external_attr >> 16):
+                continue  # links are never unpacked: they could point anywhere
+            _write(root, info.filename, archive.read(info), mode or 0o644)
+            names.append(info.filename)
+    return names
+
+
+def _write(root: Path, name: str, data: bytes, mode: int) -> None:
+    rel = validate_relative_path(name)  # no absolute paths, no '..'
+    target = root / rel
+    for parent in reversed(target.relative_to(root).parents):
+        path = root / parent
+        if path.is_symlink():
+            raise InvalidSpec(f"{name}: a folder on its path is a link")
+        path.mkdir(exist_ok=True)
+    if target.is_symlink():
+        target.unlink()
+    target.write_bytes(data)
+    target.chmod(mode & 0o777)
+
+
+def workspace_zip(*, workspace: Workspace) -> bytes:
+    """The workspace as a zip: every file and folder, modes kept, links stored as links."""
+    buffer = io.BytesIO()
+    root = workspace.root
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            for name in sorted(filenames) + [
+                d for d in dirnames if os.path.islink(Path(dirpath, d))
+            ]:
+                path = Path(dirpath, name)
+                st = path.lstat()
+                info = zipfile.ZipInfo(str(path.relative_to(root)))
+                info.external_attr = (st.st_mode & 0xFFFF) << 16
+                if stat.S_ISLNK(st.st_mode):
+                    archive.writestr(info, os.readlink(path))
+                elif stat.S_ISREG(st.st_mode):
+                    with open(path, "rb") as f:
+                        archive.writestr(info, f.read())
+    return buffer.getvalue()
+
+
+def change_keep(*, change: PendingChange) -> PendingChange:
+    """Keep: apply an fs change now, or ask the db run's relay to commit."""
+    return _decide(change, keep=True)
+
+
+def change_undo(*, change: PendingChange) -> PendingChange:
+    """Undo: discard an fs change now, or ask the db run's relay to roll back."""
+    return _decide(change, keep=False)
+
+
+def _decide(change: PendingChange, *, keep: bool) -> PendingChange:
+    if change.kind == "db":
+        from webapp.workspaces.db_runs import decision_made
+
+        wanted = ChangeStatus.KEEP_REQUESTED if keep else ChangeStatus.UNDO_REQUESTED
+        updated = PendingChange.objects.filter(pk=change.pk, status=ChangeStatus.PENDING).update(
+            status=wanted, updated_at=timezone.now()
+        )
+        if not updated:
+            raise NothingPending("this transaction is not waiting for a decision any more")
+        decision_made(change.pk)
+        change.refresh_from_db()
+        return change
+    if change.status != ChangeStatus.PENDING:
+        raise NothingPending("this change is not waiting for a decision any more")
+    fs = workspace_fs(workspace_for_query(change.run.query))
+    pending = fs.pending()
+    if pending is None or pending.run_id != str(change.run_id):
+        raise NothingPending("this change is not waiting for a decision any more")
+    if keep:
+        change.changes = [c.as_dict() for c in pending.keep()]
+        change.status, change.message = ChangeStatus.KEPT, "Applied to the workspace."
+    else:
+        pending.undo()
+        change.status, change.message = (
+            ChangeStatus.UNDONE,
+            "Discarded; the workspace is as before.",
+        )
+    change.save()
+    return change
+
+
+def query_regenerate_reverse(*, query: Query, forward_run: Run, forward_output: str) -> Query:
+    """Ask the LLM for reverse code again, now that the forward code's real output is known."""
+    prompt = (
+        f"{query.prompt}\n\nThis forward code already ran:\n```\n{forward_run.code}\n```\n"
+        f"Its actual output was:\n```\n{forward_output[-8000:]}\n```\n"
+        "Write reverse code that undoes exactly what it did. The reverse code receives that "
+        "output in the FORWARD_OUTPUT environment variable (also in the file "
+        "forward_output.txt); use the ids it contains."
+    )
+    proposal = llm.propose_action(
+        prompt=prompt, kind=query.kind, credential_names=query.credential_names
+    )
+    query.reverse_code = proposal.reverse_code
+    query.save(update_fields=["reverse_code", "updated_at"])
+    return query

@@ -8,7 +8,6 @@ docker_driver.py; the bytes between them are docker_wire.py.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import select
@@ -17,18 +16,12 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import docker
 from executor.backends.base import OutputCallback
-from executor.backends.docker_wire import (
-    DOCKER_STDOUT,
-    MAX_CODE_BYTES,
-    READY,
-    DockerDemux,
-    DriverFrames,
-    encode_message,
-)
+from executor.backends.docker_session import DockerSession
+from executor.backends.docker_wire import MAX_CODE_BYTES, READY, encode_message
 from executor.cancel import CancelToken
 from executor.docker_pool import Remover, SandboxContainer, WarmPool
 from executor.errors import BackendUnavailable, InvalidSpec, SandboxFailed
@@ -36,19 +29,14 @@ from executor.limits import Limits
 from executor.policy.docker_args import SANDBOX_LABEL, container_create_kwargs, pool_key
 from executor.result import RunResult
 from executor.spec import RunSpec
-from executor.streaming import OutputPump
 
 logger = logging.getLogger(__name__)
 
 DRIVER_SOURCE = (Path(__file__).parent / "docker_driver.py").read_text()
 COMMAND = ["python3", "-I", "-S", "-c", DRIVER_SOURCE]
-# The supervisor enforces the wall limit; we kill the container this much later if it did not.
-BACKSTOP_S = 3.0
 OWNER_LABEL = "undoable.owner"  # host:pid of the process that started it (for reaping)
 INSTANCE_LABEL = "undoable.backend"
-MAX_DRIVER_STDERR = 8192
 START_TIMEOUT_S = 20.0
-SIGKILL = 9
 
 
 class DockerBackend:
@@ -180,7 +168,7 @@ class DockerBackend:
         cancel: CancelToken | None = None,
     ) -> RunResult:
         try:
-            return _Session(self, container, limits, on_output, cancel).run(
+            return DockerSession(self, container, limits, on_output, cancel).run(
                 encode_message(spec, limits)
             )
         finally:
@@ -284,105 +272,6 @@ class DockerBackend:
 
     def _api(self) -> Any:
         return self._client().api
-
-
-class _Session:
-    """One run over one container's attached socket."""
-
-    def __init__(
-        self,
-        backend: DockerBackend,
-        container: SandboxContainer,
-        limits: Limits,
-        on_output: OutputCallback | None,
-        cancel: CancelToken | None,
-    ) -> None:
-        self.backend = backend
-        self.container = container
-        self.limits = limits
-        self.cancel = cancel
-        self.pump = OutputPump(on_output, limits.max_output_bytes)
-        self.killed_for: str | None = None
-        self.status: dict[str, Any] | None = None
-        self.driver_stderr = bytearray()
-        self._done = threading.Event()
-
-    def run(self, message: bytes) -> RunResult:
-        started = time.monotonic()
-        if self.cancel is not None:
-            self.cancel.on_cancel(lambda: self._kill("cancelled"))
-        try:
-            self.container.sock.sendall(message)
-        except OSError as exc:
-            raise SandboxFailed(f"cannot send the run to the sandbox: {exc}") from exc
-        self._read(deadline=started + self.limits.wall_time_s + BACKSTOP_S)
-        self._done.set()
-        self.pump.close()
-        return self._result(time.monotonic() - started)
-
-    def _kill(self, reason: str) -> None:
-        if self._done.is_set() or self.killed_for is not None:
-            return
-        self.killed_for = reason
-        self.backend.kill(self.container.id)
-
-    def _read(self, deadline: float) -> None:
-        demux, frames = DockerDemux(), DriverFrames()
-        sock = self.container.sock
-        while self.status is None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self._kill("timed_out")
-                deadline = time.monotonic() + BACKSTOP_S  # then wait for the EOF the kill causes
-            readable, _, _ = select.select([sock], [], [], max(left, 0.05))
-            if not readable:
-                continue
-            data = sock.recv(65536)
-            if not data:
-                return
-            for stream, payload in demux.feed(data):
-                if stream != DOCKER_STDOUT:
-                    self.driver_stderr += payload[: MAX_DRIVER_STDERR - len(self.driver_stderr)]
-                    continue
-                for kind, body in frames.feed(payload):
-                    self._frame(cast(bytes, kind), body)
-
-    def _frame(self, kind: bytes, body: bytes) -> None:
-        if kind == b"s":
-            self.status = json.loads(body)
-        elif not self.pump.feed("stdout" if kind == b"o" else "stderr", body):
-            self._kill("truncated")  # the supervisor caps output too; this is the backstop
-
-    def _result(self, duration: float) -> RunResult:
-        out = {"stdout": self.pump.stdout, "stderr": self.pump.stderr}
-        status = self.status
-        if status is None and self.killed_for is None:
-            state = self.backend.inspect_state(self.container.id)
-            if not state.get("OOMKilled"):
-                stderr = self.driver_stderr.decode(errors="replace")
-                raise SandboxFailed(f"the sandbox supervisor died without a status: {stderr}")
-            status = {"exit_code": None, "signal": SIGKILL, "oom_killed": True}
-        if status is None:
-            return RunResult(
-                exit_code=None,
-                signal=SIGKILL,
-                timed_out=self.killed_for == "timed_out",
-                oom_killed=False,
-                truncated=self.killed_for == "truncated" or self.pump.truncated,
-                duration_s=duration,
-                cancelled=self.killed_for == "cancelled",
-                **out,
-            )
-        return RunResult(
-            exit_code=status.get("exit_code"),
-            signal=status.get("signal"),
-            timed_out=bool(status.get("timed_out")),
-            oom_killed=bool(status.get("oom_killed")),
-            truncated=bool(status.get("truncated")) or self.pump.truncated,
-            duration_s=float(status.get("duration_s", duration)),
-            cancelled=self.killed_for == "cancelled",
-            **out,
-        )
 
 
 def _await_ready(sock: socket.socket) -> None:

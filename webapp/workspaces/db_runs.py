@@ -110,15 +110,15 @@ def prepare_db(run: Run, spec: RunSpec, limits: Limits) -> tuple[RunSpec, Limits
 
 def _final_status(final: str, ok: bool) -> tuple[str, str]:
     if final == "committed" and ok:
-        return ChangeStatus.KEPT.value, "Committed."
+        return ChangeStatus.KEPT, "Committed."
     if final == "rolled_back:undo":
-        return ChangeStatus.UNDONE.value, "Rolled back."
+        return ChangeStatus.UNDONE, "Rolled back."
     if final == "rolled_back:timeout":
         return (
-            ChangeStatus.ROLLED_BACK_TIMEOUT.value,
+            ChangeStatus.ROLLED_BACK_TIMEOUT,
             "Nobody chose in time: rolled back automatically.",
         )
-    return ChangeStatus.DISCARDED.value, "The run did not succeed; the transaction was rolled back."
+    return ChangeStatus.DISCARDED, "The run did not succeed; the transaction was rolled back."
 
 
 def _relay(

@@ -107,15 +107,15 @@ def _prepare_fs(run: Run, spec: RunSpec, limits: Limits) -> tuple[RunSpec, Limit
         pop_mounts(token)
         if result is None or not result.ok:
             pending.undo()
-            _set(change, ChangeStatus.DISCARDED.value, "The run did not succeed; nothing changed.")
+            _set(change, ChangeStatus.DISCARDED, "The run did not succeed; nothing changed.")
             return
         changes = [c.as_dict() for c in pending.changes()]
         if not changes:
             pending.undo()
-            _set(change, ChangeStatus.KEPT.value, "The run changed no files.")
+            _set(change, ChangeStatus.KEPT, "The run changed no files.")
             return
         change.changes = changes
-        _set(change, ChangeStatus.PENDING.value, "")
+        _set(change, ChangeStatus.PENDING, "")
 
     return spec, limits, finalize
 

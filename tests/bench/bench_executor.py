@@ -1,0 +1,166 @@
+"""Executor latency: `print(1+1)` per backend, next to the bare floor, and their ratio.
+
+    python tests/bench/bench_executor.py [--runs 200] [--concurrency 8] [--only bwrap-warm,...]
+
+For each backend mode it runs `print(1+1)` `--runs` times, sequentially and then from
+`--concurrency` threads at once, and in the same loop (same thread, right after each run)
+starts the floor: `/usr/bin/python3 -I -S -c 'print(1+1)'` as a plain subprocess, which is
+what any sandbox costs at the very least. It prints p50/p90/p99 of both and the p50 ratio.
+
+Modes: bwrap-warm (warm pool; sequential runs wait for the pool to refill between runs, so
+each run is a warm one), bwrap-cold (no pool), docker-warm (same, with containers). A
+backend that is unavailable is skipped with a note. Targets (issue 2): bwrap p50 within 2x of
+the floor; Docker warm p50 under 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # run as a plain script from anywhere
+
+import executor  # noqa: E402
+from executor.errors import ExecutorError  # noqa: E402
+from executor.spec import RunSpec  # noqa: E402
+
+FLOOR = ["/usr/bin/python3", "-I", "-S", "-c", "print(1+1)"]
+SPEC = RunSpec(code="print(1+1)")
+WARM_WAIT_S = 60.0
+
+
+@dataclass
+class Mode:
+    name: str
+    backend: str
+    options: dict[str, Any]
+    warm: bool
+
+
+@dataclass
+class Samples:
+    run_s: list[float] = field(default_factory=list)
+    floor_s: list[float] = field(default_factory=list)
+    failures: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def modes(concurrency: int) -> list[Mode]:
+    rootfs = str(REPO / "var" / "sandbox-rootfs")
+    return [
+        Mode("bwrap-warm", "bwrap", {"rootfs": rootfs, "warm_pool_size": concurrency}, True),
+        Mode("bwrap-cold", "bwrap", {"rootfs": rootfs, "warm_pool_size": 0}, False),
+        Mode("docker-warm", "docker", {"warm_pool_size": concurrency}, True),
+    ]
+
+
+def one_iteration(backend: Any, samples: Samples) -> None:
+    started = time.perf_counter()
+    result = backend.run(SPEC, limits=executor.Limits())
+    ran = time.perf_counter()
+    floor = subprocess.run(FLOOR, capture_output=True, check=False)
+    done = time.perf_counter()
+    with samples.lock:
+        if result.stdout != "2\n" or floor.stdout != b"2\n":
+            samples.failures += 1
+        samples.run_s.append(ran - started)
+        samples.floor_s.append(done - ran)
+
+
+def sequential(backend: Any, runs: int, warm: bool) -> Samples:
+    samples = Samples()
+    for _ in range(runs):
+        if warm:
+            backend.wait_warm(WARM_WAIT_S)  # not timed: each measured run finds a full pool
+        one_iteration(backend, samples)
+    return samples
+
+
+def concurrent(backend: Any, runs: int, threads: int, warm: bool) -> Samples:
+    samples = Samples()
+    if warm:
+        backend.wait_warm(WARM_WAIT_S)
+    counter = iter(range(runs))
+    counter_lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with counter_lock:
+                if next(counter, None) is None:
+                    return
+            one_iteration(backend, samples)
+
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    return samples
+
+
+def percentiles(values: list[float]) -> tuple[float, float, float]:
+    cuts = statistics.quantiles(values, n=100, method="inclusive")
+    return cuts[49] * 1000, cuts[89] * 1000, cuts[98] * 1000
+
+
+def report_line(name: str, how: str, samples: Samples) -> str:
+    run = percentiles(samples.run_s)
+    floor = percentiles(samples.floor_s)
+    ratio = run[0] / floor[0]
+    failed = f"  ({samples.failures} wrong outputs!)" if samples.failures else ""
+    return (
+        f"{name:<12} {how:<14} {len(samples.run_s):>5} "
+        f"{run[0]:>8.1f} {run[1]:>8.1f} {run[2]:>8.1f} | "
+        f"{floor[0]:>7.1f} {floor[1]:>7.1f} {floor[2]:>7.1f} | {ratio:>6.2f}x{failed}"
+    )
+
+
+def bench_mode(mode: Mode, runs: int, threads: int, emit: Callable[[str], None]) -> None:
+    try:
+        backend = executor.create_backend(mode.backend, **mode.options)
+    except (ExecutorError, ImportError) as exc:
+        emit(f"{mode.name:<12} skipped: backend unavailable ({exc})")
+        return
+    try:
+        emit(report_line(mode.name, "sequential", sequential(backend, runs, mode.warm)))
+        emit(
+            report_line(
+                mode.name, f"{threads}-way threads", concurrent(backend, runs, threads, mode.warm)
+            )
+        )
+    finally:
+        backend.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--only", default="", help="comma list of modes, e.g. bwrap-warm")
+    args = parser.parse_args()
+    wanted = set(filter(None, args.only.split(",")))
+
+    def emit(line: str) -> None:
+        print(line, flush=True)
+
+    emit(f"print(1+1): {args.runs} runs per row; floor = {' '.join(FLOOR)} in the same loop")
+    emit(
+        f"{'backend':<12} {'how':<14} {'runs':>5} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} | "
+        f"{'floor50':>7} {'floor90':>7} {'floor99':>7} | {'p50/floor':>7}"
+    )
+    for mode in modes(args.concurrency):
+        if not wanted or mode.name in wanted:
+            bench_mode(mode, args.runs, args.concurrency, emit)
+
+
+if __name__ == "__main__":
+    main()

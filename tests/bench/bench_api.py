@@ -1,0 +1,150 @@
+"""HTTP round trip of POST /api/v1/exec for print(1+1) against a real server process.
+
+Starts the ASGI app under a real server on 127.0.0.1 (daphne by default, BENCH_SERVER=uvicorn
+to compare) with its own SQLite database, creates a user and token through manage.py, warms
+the sandbox pool, then prints p50/p99 at concurrency 1 and runs/s at concurrency 8, beside the
+floor: the bare interpreter (`python3 -c 'print(1+1)'`, no sandbox, no HTTP) and the ratio.
+Targets (issue 5): p50 < 15 ms, p99 < 60 ms, >= 60 runs/s.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+SERIAL_RUNS = int(os.environ.get("BENCH_SERIAL_RUNS", "300"))
+PARALLEL_RUNS = int(os.environ.get("BENCH_PARALLEL_RUNS", "480"))
+CONCURRENCY = 8
+BODY = json.dumps({"code": "print(1+1)"}).encode()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run([PY, "manage.py", *args], cwd=ROOT, env=env, check=True,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    return done.stdout.strip()
+
+
+def start_server(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
+    kind = os.environ.get("BENCH_SERVER", "daphne")
+    if kind == "uvicorn":
+        argv = [PY, "-m", "uvicorn", "webapp.asgi:application", "--host", "127.0.0.1",
+                "--port", str(port), "--log-level", "warning", "--no-access-log"]  # fmt: skip
+    else:
+        argv = [PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"]
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc
+        except OSError:
+            if proc.poll() is not None:
+                raise SystemExit(f"{kind} exited with {proc.returncode}") from None
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit(f"{kind} did not listen on port {port}")
+
+
+def exec_once(conn: http.client.HTTPConnection, token: str) -> float:
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    start = time.perf_counter()
+    conn.request("POST", "/api/v1/exec", body=BODY, headers=headers)
+    response = conn.getresponse()
+    text = response.read()
+    elapsed = time.perf_counter() - start
+    if response.status != 200 or text != b"2\n":
+        raise SystemExit(f"unexpected answer {response.status}: {text[:200]!r}")
+    return elapsed
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def floor_ms() -> float:
+    samples = []
+    for _ in range(30):
+        start = time.perf_counter()
+        subprocess.run(["python3", "-c", "print(1+1)"], capture_output=True, check=True)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1000
+
+
+def parallel(port: int, token: str) -> float:
+    per_thread = PARALLEL_RUNS // CONCURRENCY
+    barrier = threading.Barrier(CONCURRENCY + 1)
+
+    def worker() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        barrier.wait()
+        for _ in range(per_thread):
+            exec_once(conn, token)
+        conn.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(CONCURRENCY)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return per_thread * CONCURRENCY / (time.perf_counter() - start)
+
+
+def main() -> None:
+    var = tempfile.mkdtemp(prefix="undoable-bench-")
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.bench.bench_settings",
+        "PYTHONPATH": str(ROOT),
+        "UNDOABLE_VAR_DIR": var,
+        "EXECUTOR_ROOTFS": str(ROOT / "var" / "sandbox-rootfs"),
+        "UNDOABLE_LOG_LEVEL": "WARNING",
+    }
+    manage(env, "migrate", "--noinput")
+    manage(env, "shell", "-c",
+           "from django.contrib.auth.models import User; User.objects.create_user('bench')")  # fmt: skip
+    token = manage(env, "create_api_token", "bench").splitlines()[-1]
+    port = free_port()
+    server = start_server(env, port)
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        for _ in range(20):  # configures the executor and fills the warm pool
+            exec_once(conn, token)
+        serial = [exec_once(conn, token) for _ in range(SERIAL_RUNS)]
+        conn.close()
+        rate = parallel(port, token)
+    finally:
+        server.terminate()
+        server.wait(10)
+    floor = floor_ms()
+    p50, p99 = percentile(serial, 0.5) * 1000, percentile(serial, 0.99) * 1000
+    server_kind = os.environ.get("BENCH_SERVER", "daphne")
+    print(f"bench_api ({server_kind}, {SERIAL_RUNS} serial runs, {PARALLEL_RUNS} at concurrency 8)")
+    print(f"  bare interpreter floor   p50 {floor:7.1f} ms")
+    print(f"  HTTP exec, concurrency 1 p50 {p50:7.1f} ms  p99 {p99:7.1f} ms"
+          f"  (p50 = {p50 / floor:.1f}x floor; target p50 < 15, p99 < 60)")  # fmt: skip
+    print(f"  HTTP exec, concurrency 8 {rate:7.1f} runs/s  (target >= 60)")
+
+
+if __name__ == "__main__":
+    main()

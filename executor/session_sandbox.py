@@ -101,7 +101,9 @@ class SessionSandbox:
             if cgroup is not None:
                 files = cgroup.procs_files
                 argv = ["/bin/sh", "-c", _JOIN_CGROUPS, "sh", str(len(files)), *files, *argv]
-            drop = {"user": host_uid, "group": host_uid, "extra_groups": []} if host_uid else {}
+            drop: dict[str, Any] = (
+                {"user": host_uid, "group": host_uid, "extra_groups": []} if host_uid else {}
+            )
             proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -110,7 +112,7 @@ class SessionSandbox:
                 pass_fds=(seccomp_r, cmd_r, reply_w),
                 env={},
                 start_new_session=True,
-                **drop,  # type: ignore[arg-type]
+                **drop,
             )
         except OSError as exc:
             if cgroup is not None:

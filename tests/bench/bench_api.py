@@ -121,8 +121,8 @@ def main() -> None:
         "UNDOABLE_LOG_LEVEL": "WARNING",
     }
     manage(env, "migrate", "--noinput")
-    manage(env, "shell", "-c",
-           "from django.contrib.auth.models import User; User.objects.create_user('bench')")  # fmt: skip
+    create_user = "from django.contrib.auth.models import User; User.objects.create_user('bench')"
+    manage(env, "shell", "-c", create_user)
     token = manage(env, "create_api_token", "bench").splitlines()[-1]
     port = free_port()
     server = start_server(env, port)

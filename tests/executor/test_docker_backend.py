@@ -7,10 +7,13 @@ A program learns its own container id from its hostname (Docker sets it to the s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +28,7 @@ from executor.spec import RunSpec
 
 pytestmark = pytest.mark.docker
 
+REPO = Path(__file__).resolve().parents[2]
 LIMITS = Limits(wall_time_s=5, cpu_time_s=5, memory_mib=128, max_pids=32)
 WHOAMI = "import socket; print(socket.gethostname())"
 
@@ -231,3 +235,33 @@ def test_our_seccomp_filter_is_stacked_on_dockers_default_profile(backend):
     )
     result = backend.run(RunSpec(code=code), limits=LIMITS)
     assert result.stdout == "2\n-1 1\n"  # two filters; PTRACE_ATTACH fails with EPERM
+
+
+ORPHAN_SCRIPT = """
+import json, sys
+from executor.backends.docker import DockerBackend
+from executor.limits import Limits
+from executor.spec import RunSpec
+limits = Limits(wall_time_s=2, cpu_time_s=2, memory_mib=128, max_pids=32)
+backend = DockerBackend(warm_pool_size=1, limits=limits)
+assert backend.wait_warm(timeout=60)
+print(json.dumps(backend.warm_container_ids()), flush=True)
+code = "import socket, time; print(socket.gethostname(), flush=True); time.sleep(3600)"
+echo = lambda chunk: print(chunk.text, end="", flush=True)
+backend.run(RunSpec(code=code), limits=limits, on_output=echo)
+"""
+
+
+def test_containers_end_and_vanish_when_the_host_process_dies(engine):
+    child = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN_SCRIPT], stdout=subprocess.PIPE, text=True, cwd=REPO
+    )
+    assert child.stdout is not None
+    pooled = json.loads(child.stdout.readline())
+    running = child.stdout.readline().strip()
+    child.kill()  # SIGKILL: no finally, no close(); only the engine side can clean up
+    child.wait()
+    for container_id in [*pooled, running]:
+        with contextlib.suppress(docker.errors.NotFound):
+            engine.wait(container_id, condition="removed", timeout=30)
+        assert not exists(engine, container_id)

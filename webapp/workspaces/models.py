@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from django.conf import settings
@@ -11,7 +13,18 @@ from webapp.queries.models import Query, Run
 
 
 def workspaces_root() -> Path:
-    return Path(getattr(settings, "WORKSPACES_ROOT", settings.VAR_DIR / "workspaces"))
+    """Where workspaces live. It and its ancestors up to VAR_DIR get o+x (traverse, not list):
+    bwrap runs as an unprivileged host uid and must reach the folders it binds."""
+    root = Path(getattr(settings, "WORKSPACES_ROOT", settings.VAR_DIR / "workspaces"))
+    root.mkdir(parents=True, exist_ok=True)
+    var_dir = Path(settings.VAR_DIR).resolve()
+    for folder in [root.resolve(), *root.resolve().parents]:
+        if folder != var_dir and var_dir not in folder.parents:
+            break  # never touch folders outside the app's own VAR_DIR
+        st = folder.stat()
+        if st.st_uid == os.geteuid() and not st.st_mode & stat.S_IXOTH:
+            folder.chmod(st.st_mode | stat.S_IXOTH)
+    return root
 
 
 class Workspace(models.Model):

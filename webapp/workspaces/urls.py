@@ -1,5 +1,19 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from webapp.workspaces import views
 
 app_name = "workspaces"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("queries/<int:query_id>/panel", views.panel, name="panel"),
+    path("queries/<int:query_id>/upload", views.upload, name="upload"),
+    path("queries/<int:query_id>/download", views.download, name="download"),
+    path("queries/<int:query_id>/hosts", views.hosts, name="hosts"),
+    path(
+        "queries/<int:query_id>/regenerate-reverse",
+        views.regenerate_reverse,
+        name="regenerate-reverse",
+    ),
+    path("changes/<int:change_id>/keep", views.change_keep, name="change-keep"),
+    path("changes/<int:change_id>/undo", views.change_undo, name="change-undo"),
+]

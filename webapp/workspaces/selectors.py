@@ -1,0 +1,53 @@
+"""Reads for workspaces, scoped to the owner (404 for anyone else)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.http import Http404
+
+from webapp.queries.models import Query
+from webapp.workspaces.models import PendingChange, Workspace
+
+MAX_LISTED = 200
+
+
+def get_change_for_user(user: Any, change_id: int) -> PendingChange:
+    """The user's own pending change (through its run's query), or Http404."""
+    if not user.is_authenticated:
+        raise Http404("No such change")
+    try:
+        return PendingChange.objects.select_related("run__query").get(
+            pk=change_id, run__query__owner=user
+        )
+    except PendingChange.DoesNotExist:
+        raise Http404("No such change") from None
+
+
+def change_latest_for_query(query: Query) -> PendingChange | None:
+    return PendingChange.objects.filter(run__query=query).order_by("-created_at", "-id").first()
+
+
+def workspace_listing(workspace: Workspace) -> list[dict[str, Any]]:
+    """Up to MAX_LISTED entries (path, size, mode, is_link), dot-files included."""
+    entries: list[dict[str, Any]] = []
+    root = workspace.root
+    if not root.is_dir():
+        return entries
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames) + [d for d in dirnames if os.path.islink(f"{dirpath}/{d}")]:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            entries.append(
+                {
+                    "path": os.path.relpath(path, root),
+                    "size": st.st_size,
+                    "mode": f"{st.st_mode & 0o7777:04o}",
+                    "is_link": os.path.islink(path),
+                }
+            )
+            if len(entries) >= MAX_LISTED:
+                return entries
+    return entries

@@ -1,0 +1,136 @@
+"""The workspace panel of the query page: files, allowed hosts, the change list, Keep/Undo."""
+
+from __future__ import annotations
+
+import logging
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from executor.errors import ExecutorError
+from webapp import llm
+from webapp.queries import services as query_services
+from webapp.queries.models import Run, RunDirection, RunStatus
+from webapp.queries.selectors import get_query_for_user
+from webapp.workspaces import services
+from webapp.workspaces.runs import forward_output
+from webapp.workspaces.selectors import (
+    change_latest_for_query,
+    get_change_for_user,
+    workspace_listing,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def _back(query_id: int) -> HttpResponse:
+    return redirect("queries:query-detail", query_id=query_id)
+
+
+@login_required
+@require_GET
+def panel(request: HttpRequest, query_id: int) -> HttpResponse:
+    """The panel's body; the page fetches it again while a run or a choice is open."""
+    query = get_query_for_user(request.user, query_id)
+    workspace = services.workspace_for_query(query) if query.kind in ("fs", "db") else None
+    change = change_latest_for_query(query)
+    seconds_left = None
+    if change is not None and change.deadline is not None and change.is_open:
+        seconds_left = max(0, int((change.deadline - timezone.now()).total_seconds()))
+    has_forward = Run.objects.filter(
+        query=query, direction=RunDirection.FORWARD, status=RunStatus.SUCCEEDED
+    ).exists()
+    return render(
+        request,
+        "workspaces/panel_body.html",
+        {
+            "query": query,
+            "workspace": workspace,
+            "files": workspace_listing(workspace) if workspace else [],
+            "change": change,
+            "seconds_left": seconds_left,
+            "can_regenerate": has_forward and llm.llm_configured(),
+        },
+    )
+
+
+@login_required
+@require_POST
+def upload(request: HttpRequest, query_id: int) -> HttpResponse:
+    query = get_query_for_user(request.user, query_id)
+    files = request.FILES.getlist("files")
+    try:
+        names = services.workspace_upload(
+            workspace=services.workspace_for_query(query), files=files
+        )
+        messages.success(request, f"Uploaded {len(names)} file(s) to the workspace.")
+    except (ExecutorError, ValueError) as exc:
+        messages.error(request, f"Upload refused: {exc}")
+    return _back(query.pk)
+
+
+@login_required
+@require_GET
+def download(request: HttpRequest, query_id: int) -> HttpResponse:
+    query = get_query_for_user(request.user, query_id)
+    data = services.workspace_zip(workspace=services.workspace_for_query(query))
+    response = HttpResponse(data, content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="workspace-{query.pk}.zip"'
+    return response
+
+
+@login_required
+@require_POST
+def hosts(request: HttpRequest, query_id: int) -> HttpResponse:
+    query = get_query_for_user(request.user, query_id)
+    raw = request.POST.get("hosts", "")
+    names = [h.strip() for h in raw.replace(",", "\n").splitlines() if h.strip()]
+    query_services.query_update(query=query, hosts=names[:50])
+    messages.success(request, "Allowed hosts saved.")
+    return _back(query.pk)
+
+
+@login_required
+@require_POST
+def change_keep(request: HttpRequest, change_id: int) -> HttpResponse:
+    change = get_change_for_user(request.user, change_id)
+    try:
+        services.change_keep(change=change)
+    except ExecutorError as exc:
+        messages.error(request, f"Keep failed: {exc}")
+    return _back(change.run.query_id)
+
+
+@login_required
+@require_POST
+def change_undo(request: HttpRequest, change_id: int) -> HttpResponse:
+    change = get_change_for_user(request.user, change_id)
+    try:
+        services.change_undo(change=change)
+    except ExecutorError as exc:
+        messages.error(request, f"Undo failed: {exc}")
+    return _back(change.run.query_id)
+
+
+@login_required
+@require_POST
+def regenerate_reverse(request: HttpRequest, query_id: int) -> HttpResponse:
+    query = get_query_for_user(request.user, query_id)
+    latest = Run.objects.filter(
+        query=query, direction=RunDirection.FORWARD, status=RunStatus.SUCCEEDED
+    ).first()
+    if latest is None:
+        messages.error(request, "Run the forward code successfully first.")
+        return _back(query.pk)
+    try:
+        services.query_regenerate_reverse(
+            query=query, forward_run=latest, forward_output=forward_output(latest)
+        )
+        messages.success(request, "Reverse code regenerated from the forward run's output.")
+    except llm.LLMError as exc:
+        messages.error(request, str(exc))
+    return _back(query.pk)

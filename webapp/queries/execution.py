@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import os
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +28,13 @@ from webapp.queries.status import status_event
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_S = 5.0
+
+
+def worker_name() -> str:
+    # At call time: Celery's prefork children import this module before they fork.
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 Finalize = Callable[[RunResult | None], None]
 
 
@@ -57,7 +66,7 @@ def run_execute(*, run_id: int, cancel: CancelToken) -> None:
     """Execute a queued run: stream its output, record its result. Never leaves it running."""
     now = timezone.now()
     if not Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
-        status=RunStatus.RUNNING, started_at=now, heartbeat_at=now
+        status=RunStatus.RUNNING, started_at=now, heartbeat_at=now, worker=worker_name()
     ):
         logger.info("run not queued any more; skipped", extra={"run_id": run_id})
         return

@@ -1,0 +1,184 @@
+"""The production path: a real `celery -A webapp worker` process, real Redis (DB 5), the
+channels_redis layer, and the websocket consumer on the real ASGI app."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db import connection
+from django.test import override_settings
+
+from tests.factories import QueryFactory
+from tests.webapp.queries.test_run_consumer import connect, receive_until_final
+from webapp.celery import app as celery_app
+from webapp.queries import services
+from webapp.queries.models import Run, RunChunk
+
+pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
+
+REDIS_URL = "redis://127.0.0.1:6379/5"
+REPO = Path(__file__).resolve().parents[3]
+SECRET = "celery-path-canary-31337"
+LAYER = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL]},
+    }
+}
+
+
+@pytest.fixture(scope="module")
+def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Popen]:
+    """A real worker on the same (file-based) test database, started once for this module."""
+    client = redis.Redis.from_url(REDIS_URL)
+    client.flushdb()
+    with django_db_blocker.unblock():
+        db_file = connection.settings_dict["NAME"]
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "webapp.settings",
+        "DATABASE_URL": f"sqlite:///{db_file}",
+        "REDIS_URL": REDIS_URL,
+        "DJANGO_SECRET_KEY": settings.SECRET_KEY,  # the credential handoff keys derive from it
+        "EXECUTOR_WARM_POOL_SIZE": "1",
+    }
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "webapp",
+            "worker",
+            "--loglevel=INFO",
+            "--concurrency=2",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--hostname=undoable-test@%h",
+        ],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    ready = threading.Event()
+    lines: list[str] = []
+
+    def read() -> None:
+        for line in process.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if "ready." in line:
+                ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    if not ready.wait(60):
+        process.kill()
+        raise RuntimeError("celery worker did not start:\n" + "".join(lines[-40:]))
+    yield process
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    client.flushdb()
+    client.close()
+
+
+def _use_broker(url: str) -> None:
+    # The app builds its connection and producer pools lazily from broker_url; drop them so
+    # the next enqueue connects to `url`.
+    if celery_app._pool is not None:
+        celery_app._pool.force_close_all()
+    celery_app._pool = None
+    celery_app.amqp._producer_pool = None
+    celery_app.conf.broker_url = url
+
+
+@pytest.fixture(scope="module")
+def redis_broker(celery_worker) -> Iterator[None]:
+    previous = celery_app.conf.broker_url
+    _use_broker(REDIS_URL)
+    yield
+    _use_broker(previous)
+
+
+@pytest.fixture
+def celery_mode(redis_broker) -> Iterator[None]:
+    """This process is the web side: enqueue to Redis, listen on the Redis channel layer."""
+    with override_settings(RUNNER="celery", REDIS_URL=REDIS_URL, CHANNEL_LAYERS=LAYER):
+        yield
+
+
+pytestmark.append(pytest.mark.usefixtures("celery_mode"))
+
+
+async def test_a_run_executes_on_the_worker_and_streams_exactly_once_in_order() -> None:
+    query = await database_sync_to_async(QueryFactory)(
+        forward_code=(
+            "import time\nfor i in range(8):\n    print('line', i, flush=True)\n"
+            "    time.sleep(0.05)\n"
+        )
+    )
+    run = await database_sync_to_async(services.query_run)(query=query)
+    communicator, connected = await connect(run.pk, query.owner)
+    assert connected
+    messages = await receive_until_final(communicator)
+    chunks = [m for m in messages if m["type"] == "chunk"]
+    assert [c["seq"] for c in chunks] == list(range(1, len(chunks) + 1))
+    assert "".join(c["text"] for c in chunks) == "".join(f"line {i}\n" for i in range(8))
+    assert messages[-1]["status"] == "succeeded"
+    stored = await database_sync_to_async(Run.objects.get)(pk=run.pk)
+    assert stored.worker and not stored.worker.endswith(f":{os.getpid()}")
+    await communicator.disconnect()
+
+
+async def test_stop_reaches_the_worker_and_kills_the_sandbox() -> None:
+    query = await database_sync_to_async(QueryFactory)(
+        forward_code="import time\nprint('started', flush=True)\ntime.sleep(120)\n"
+    )
+    run = await database_sync_to_async(services.query_run)(query=query)
+    communicator, _ = await connect(run.pk, query.owner)
+    first = await communicator.receive_json_from(timeout=30)
+    while first["type"] != "chunk":
+        first = await communicator.receive_json_from(timeout=30)
+    assert first["text"] == "started\n"
+    await database_sync_to_async(services.run_cancel)(run=run)
+    messages = await receive_until_final(communicator)
+    assert messages[-1]["status"] == "cancelled"
+    await communicator.disconnect()
+
+
+async def test_credentials_reach_the_worker_masked_and_leave_nothing_in_redis() -> None:
+    query = await database_sync_to_async(QueryFactory)(
+        forward_code="import os\nprint('value:', os.environ['API_TOKEN'])\n",
+        credential_names=["API_TOKEN"],
+    )
+    run = await database_sync_to_async(services.query_run)(
+        query=query, credentials={"API_TOKEN": SECRET}
+    )
+    communicator, _ = await connect(run.pk, query.owner)
+    messages = await receive_until_final(communicator)
+    assert messages[-1]["status"] == "succeeded"
+    assert "".join(m["text"] for m in messages if m["type"] == "chunk") == "value: ****\n"
+    texts = await database_sync_to_async(
+        lambda: list(RunChunk.objects.filter(run=run).values_list("text", flat=True))
+    )()
+    assert SECRET not in "".join(texts)
+    client = redis.Redis.from_url(REDIS_URL)
+    for key in client.scan_iter():
+        if client.type(key) == b"string":
+            assert SECRET.encode() not in client.get(key)
+    client.close()
+    await communicator.disconnect()

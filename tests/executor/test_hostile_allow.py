@@ -160,7 +160,12 @@ def test_allow_partial_output_survives_a_timeout(sandbox: SandboxRunner) -> None
 def test_allow_cancel_from_another_thread(sandbox: SandboxRunner) -> None:
     token = CancelToken()
     first_output = threading.Event()
-    canceller = threading.Thread(target=lambda: first_output.wait(30) and token.cancel())
+
+    def cancel_once_it_printed() -> None:
+        first_output.wait(30)
+        token.cancel()
+
+    canceller = threading.Thread(target=cancel_once_it_printed)
     canceller.start()
 
     result = sandbox.run(

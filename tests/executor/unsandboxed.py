@@ -50,7 +50,8 @@ if pid == 0:
 _, status = os.waitpid(pid, 0)
 if os.WIFSIGNALED(status):
     sig = os.WTERMSIG(status)
-    signal.signal(sig, signal.SIG_DFL)
+    if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot (and need not) be reset
+        signal.signal(sig, signal.SIG_DFL)
     os.kill(os.getpid(), sig)
 sys.exit(os.waitstatus_to_exitcode(status))
 """
@@ -160,8 +161,13 @@ class UnsandboxedBackend:
         for reader in readers:
             reader.start()
         cancelled = threading.Event()
+
+        def stop() -> None:
+            cancelled.set()
+            _kill_group(proc)
+
         if cancel is not None:
-            cancel.on_cancel(lambda: (cancelled.set(), _kill_group(proc)))
+            cancel.on_cancel(stop)
         assert proc.stdin is not None
         try:
             proc.stdin.write(spec.stdin)

@@ -8,6 +8,7 @@ docker_driver.py; the bytes between them are docker_wire.py.
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import select
@@ -27,13 +28,13 @@ from executor.docker_pool import Remover, SandboxContainer, WarmPool
 from executor.errors import BackendUnavailable, InvalidSpec, SandboxFailed
 from executor.limits import Limits
 from executor.policy.docker_args import SANDBOX_LABEL, container_create_kwargs, pool_key
+from executor.policy.seccomp import seccomp_bpf
 from executor.result import RunResult
 from executor.spec import RunSpec
 
 logger = logging.getLogger(__name__)
 
 DRIVER_SOURCE = (Path(__file__).parent / "docker_driver.py").read_text()
-COMMAND = ["python3", "-I", "-S", "-c", DRIVER_SOURCE]
 OWNER_LABEL = "undoable.owner"  # host:pid of the process that started it (for reaping)
 INSTANCE_LABEL = "undoable.backend"
 START_TIMEOUT_S = 20.0
@@ -201,8 +202,12 @@ class DockerBackend:
         self._remove(container.id)
 
     def _start(self, limits: Limits) -> SandboxContainer:
+        # The shared seccomp deny list (executor/policy/seccomp.py), stacked by the supervisor
+        # on Docker's default profile before the program's interpreter starts.
+        bpf = base64.b64encode(seccomp_bpf()).decode()
+        command = ["python3", "-I", "-S", "-c", DRIVER_SOURCE, bpf]
         kwargs = container_create_kwargs(
-            image=self.image, limits=limits, command=COMMAND, labels=self._labels
+            image=self.image, limits=limits, command=command, labels=self._labels
         )
         try:
             created = self._client().containers.create(**kwargs)

@@ -1,9 +1,12 @@
 """The supervisor that runs as PID 1 inside every Docker sandbox (stdlib only, Python 3.11).
 
-Its source is passed to the container as `python3 -I -S -c <this file>`, so the image needs
-nothing of ours. It waits for exactly one run message on stdin (4-byte big-endian length +
-JSON), writes the files, starts the program as its child, copies the child's stdout/stderr to
-its own stdout as frames (1-byte kind, 4-byte length, payload) and ends with one status frame.
+Its source is passed to the container as `python3 -I -S -c <this file> <seccomp BPF, base64>`,
+so the image needs nothing of ours. Before it reports ready it starts the program's process:
+a `python3 -u` (under the stacked seccomp filter, as the sandbox user's environment) that waits
+for its job on fd 3, so a run does not pay for an interpreter start. Then it waits for exactly
+one run message on stdin (4-byte big-endian length + JSON), writes the files, hands the job to
+the program's process, copies its stdout/stderr to our stdout as frames (1-byte kind, 4-byte
+length, payload) and ends with one status frame.
 
 Why PID 1 and not docker-init: the init of a PID namespace ignores signals from inside it that
 it has no handler for, and `kill(-1)` skips it, so a hostile program (`kill -9 -1`, `kill -9 1`)
@@ -17,7 +20,6 @@ import contextlib
 import ctypes
 import json
 import os
-import resource
 import selectors
 import signal
 import struct
@@ -32,16 +34,34 @@ PR_SET_DUMPABLE = 4
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
 
-# Echo bare expressions like the interactive interpreter, one top-level statement at a time.
-INTERACTIVE = """
-import ast, sys, traceback
-src = sys.argv.pop(1)
-sys.argv[0] = "-c"
-import __main__
+# The program's process: `python3 -u -c PROGRAM`. It says it is up on fd 4, reads its job on
+# fd 3, then becomes the program: bash via exec, Python in this very interpreter, in a fresh
+# __main__, so that it behaves like `python3 -u -c CODE` (tracebacks without this frame).
+PROGRAM = """
+import json, os, resource, signal, sys
+os.write(4, b"r")
+os.close(4)
+with os.fdopen(3, "rb") as job_pipe:
+    job = json.loads(job_pipe.read())
+for name, value in job["rlimits"].items():
+    resource.setrlimit(getattr(resource, name), (value, value + (name == "RLIMIT_CPU")))
+os.environ.clear()
+os.environ.update(job["env"])
+if job["language"] == "bash":
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
+    os.execvpe("bash", ["bash", "-c", job["code"]], job["env"])
+import ast, builtins, traceback, types
+main = types.ModuleType("__main__")
+main.__builtins__ = builtins
+sys.modules["__main__"] = main
+sys.argv = ["-c"]
 try:
-    tree = ast.parse(src, "<string>")
-    for node in tree.body:
-        exec(compile(ast.Interactive([node]), "<string>", "single"), __main__.__dict__)
+    if job["interpreter_mode"]:
+        for node in ast.parse(job["code"], "<string>").body:
+            exec(compile(ast.Interactive([node]), "<string>", "single"), main.__dict__)
+    else:
+        exec(compile(job["code"], "<string>", "exec"), main.__dict__)
 except SystemExit:
     raise
 except BaseException as exc:
@@ -95,43 +115,63 @@ def write_files(files):
             f.write(base64.b64decode(data))
 
 
-def argv_for(msg):
-    if msg["language"] == "bash":
-        return ["bash", "-c", msg["code"]]
-    if msg["interpreter_mode"]:
-        return ["python3", "-u", "-c", INTERACTIVE, msg["code"]]
-    return ["python3", "-u", "-c", msg["code"]]
+class Program:
+    """The program's process, started before the job exists; see PROGRAM."""
 
+    def __init__(self, seccomp_bpf):
+        stdin_r, self.stdin_w = os.pipe()
+        self.out_r, out_w = os.pipe()
+        self.err_r, err_w = os.pipe()
+        job_r, self.job_w = os.pipe()
+        up_r, up_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            child_fds = ((0, stdin_r), (1, out_w), (2, err_w), (3, job_r), (4, up_w))
+            become_program(seccomp_bpf, child_fds)
+        for fd in (stdin_r, out_w, err_w, job_r, up_w):
+            os.close(fd)
+        up = os.read(up_r, 1)
+        os.close(up_r)
+        if up != b"r":
+            sys.exit("sandbox: the program's interpreter did not start")
 
-def start_child(msg, stdin_r, out_w, err_w):
-    pid = os.fork()
-    if pid:
-        return pid
-    try:  # the child: limits, then exec; never returns to the driver's code
+    def send_job(self, msg):
         cpu = max(1, int(msg["cpu_time_s"] + 0.999))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        fsize = msg["max_file_size_bytes"]
-        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-        nofile = msg["max_open_files"]
-        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        job = {
+            "language": msg["language"],
+            "code": msg["code"],
+            "interpreter_mode": msg["interpreter_mode"],
+            "env": dict(BASE_ENV, **msg["env"]),
+            "rlimits": {
+                "RLIMIT_CPU": cpu,
+                "RLIMIT_FSIZE": msg["max_file_size_bytes"],
+                "RLIMIT_NOFILE": msg["max_open_files"],
+                "RLIMIT_CORE": 0,
+            },
+        }
+        # If it died already, its status will say so.
+        with contextlib.suppress(BrokenPipeError), os.fdopen(self.job_w, "wb") as pipe:
+            pipe.write(json.dumps(job).encode())
+
+
+def become_program(seccomp_bpf, child_fds):
+    err = child_fds[2][1]
+    try:  # never returns to the supervisor's code
         ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # our own /proc files again
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")  # the memory bomb, not the supervisor, is what the OOM killer takes
-        for target, fd in ((0, stdin_r), (1, out_w), (2, err_w)):
+        for target, fd in child_fds:
             os.dup2(fd, target)
-        err_w = 2
-        os.closerange(3, 65536)
-        for sig in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
+        err = 2
+        os.closerange(5, 65536)
+        for sig in (signal.SIGCHLD, signal.SIGINT):
             signal.signal(sig, signal.SIG_DFL)
-        signal.set_wakeup_fd(-1)
         os.chdir(WORKDIR)
-        env = dict(BASE_ENV, **msg["env"])
-        argv = argv_for(msg)
-        install_seccomp(base64.b64decode(msg["seccomp_bpf"]))
-        os.execvpe(argv[0], argv, env)  # noqa: S606
+        install_seccomp(seccomp_bpf)
+        argv = ["python3", "-u", "-c", PROGRAM]
+        os.execve("/usr/bin/python3", argv, BASE_ENV)  # noqa: S606
     except BaseException as exc:  # noqa: BLE001 - report why exec failed, then die
-        os.write(err_w, f"sandbox: cannot start program: {exc}\n".encode())
+        os.write(err, f"sandbox: cannot start the program: {exc}\n".encode())
     os._exit(127)
 
 
@@ -155,8 +195,9 @@ def install_seccomp(program):
 
 
 class Run:
-    def __init__(self, msg):
+    def __init__(self, msg, program):
         self.msg = msg
+        self.program = program
         self.sel = selectors.DefaultSelector()
         self.main_pid = None
         self.main_status = None
@@ -212,14 +253,12 @@ class Run:
         os.set_blocking(wake_w, False)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.set_wakeup_fd(wake_w)
-        stdin_r, stdin_w = os.pipe()
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
+        program = self.program
+        stdin_w, out_r, err_r = program.stdin_w, program.out_r, program.err_r
         oom_before = oom_kills()
         started = time.monotonic()
-        self.main_pid = start_child(self.msg, stdin_r, out_w, err_w)
-        for fd in (stdin_r, out_w, err_w):
-            os.close(fd)
+        self.main_pid = program.pid
+        program.send_job(self.msg)
         self.stdin_left = base64.b64decode(self.msg["stdin"])
         if self.stdin_left:
             os.set_blocking(stdin_w, False)
@@ -293,11 +332,12 @@ def main():
     # As PID 1 we only get signals we have a handler for; Python's SIGINT handler would let
     # the program interrupt us (KeyboardInterrupt), so drop it. The child restores it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    program = Program(base64.b64decode(sys.argv[1]))
     emit(b"r", b"")  # warm: the host may hand this container out now
     msg = read_message()
     os.chdir(WORKDIR)
     write_files(msg["files"])
-    Run(msg).execute()
+    Run(msg, program).execute()
 
 
 main()

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 
 from executor.errors import SandboxFailed
 from executor.limits import Limits
-from executor.policy.seccomp import seccomp_bpf
 from executor.spec import RunSpec
 
 # The supervisor reads 64 KiB at a time; anything far bigger is a broken or forged frame.
@@ -42,8 +41,6 @@ def encode_message(spec: RunSpec, limits: Limits) -> bytes:
         "max_output_bytes": limits.max_output_bytes,
         "max_file_size_bytes": limits.max_file_size_mib * 1024 * 1024,
         "max_open_files": limits.max_open_files,
-        # Stacked on Docker's default profile inside the container, before the program starts.
-        "seccomp_bpf": base64.b64encode(seccomp_bpf()).decode(),
     }
     body = json.dumps(message).encode()
     return struct.pack(">I", len(body)) + body

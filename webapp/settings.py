@@ -188,6 +188,13 @@ EXECUTOR_WORKDIR_QUOTA_MIB = env_int("EXECUTOR_WORKDIR_QUOTA_MIB", 256, minimum=
 # Tests reach local fake services (Slack-like API, PostgreSQL) through the egress proxy.
 EXECUTOR_EGRESS_ALLOW_PRIVATE = env_bool("EXECUTOR_EGRESS_ALLOW_PRIVATE", False)
 
+# --- Undoable kinds (fs, db, rest) -----------------------------------------------------------
+WORKSPACES_ROOT = Path(env_str("UNDOABLE_WORKSPACES_ROOT", str(VAR_DIR / "workspaces")))
+# A db run's transaction is rolled back by itself if nobody chooses Keep or Undo in time.
+DB_PENDING_TIMEOUT_S = env_float("UNDOABLE_DB_PENDING_TIMEOUT_S", 600.0, minimum=1)
+# Single-user installs may point a query's workspace at one of these server folders.
+WORKSPACE_SERVER_FOLDERS = env_list("UNDOABLE_WORKSPACE_SERVER_FOLDERS")
+
 # --- LLM -----------------------------------------------------------------------------------
 LLM_BASE_URL = env_str("LLM_BASE_URL")
 LLM_API_KEY = env_secret("LLM_API_KEY")

@@ -65,32 +65,56 @@ class WebClient:
         reply.raise_for_status()
         return dict(reply.json()["run"])
 
-    def watch(self, run_id: int, *, after: int = 0, until: str = "final", timeout_s: float = 60):
-        """Follow the run's websocket; returns (chunks, last status) once `until` is seen:
-        "final" (a final status) or a text that appears in the output."""
+    def watch(
+        self, run_id: int, *, after: int = 0, until: str = "final", timeout_s: float = 60
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Follow the run's websocket like the page does, reconnecting with backoff after
+        `after` (the last seq seen) when the socket drops; returns (chunks, last status) once
+        `until` is seen: "final" (a final status) or a text that appears in the output."""
         return asyncio.run(self._watch(run_id, after, until, timeout_s))
 
-    async def _watch(self, run_id: int, after: int, until: str, timeout_s: float):
-        url = self.base_url.replace("http://", "ws://") + f"/ws/runs/{run_id}/?after={after}"
-        cookie = "; ".join(f"{k}={v}" for k, v in self.http.cookies.items())
+    async def _watch(
+        self, run_id: int, after: int, until: str, timeout_s: float
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         chunks: list[dict[str, Any]] = []
         status: dict[str, Any] = {}
+        backoff = 0.2
         async with asyncio.timeout(timeout_s):
-            async with websockets.connect(
-                url, additional_headers={"Cookie": cookie}, origin=self.base_url
-            ) as socket:
-                async for raw in socket:
-                    message = json.loads(raw)
-                    if message["type"] == "chunk":
-                        chunks.append(message)
-                    elif message["type"] == "status":
-                        status = message
-                    text = "".join(c["text"] for c in chunks)
-                    if until == "final" and status.get("status") in FINAL:
-                        break
-                    if until != "final" and until in text:
-                        break
-        return chunks, status
+            while True:
+                last = chunks[-1]["seq"] if chunks else after
+                try:
+                    if await self._follow(run_id, last, until, chunks, status):
+                        return chunks, status
+                except (websockets.ConnectionClosedError, websockets.InvalidStatus, OSError):
+                    await asyncio.sleep(backoff)  # what the page's reconnect does
+                    backoff = min(backoff * 2, 2.0)
+
+    async def _follow(
+        self,
+        run_id: int,
+        after: int,
+        until: str,
+        chunks: list[dict[str, Any]],
+        status: dict[str, Any],
+    ) -> bool:
+        url = self.base_url.replace("http://", "ws://") + f"/ws/runs/{run_id}/?after={after}"
+        cookie = "; ".join(f"{k}={v}" for k, v in self.http.cookies.items())
+        async with websockets.connect(
+            url, additional_headers={"Cookie": cookie}, origin=self.base_url
+        ) as socket:
+            async for raw in socket:
+                message = json.loads(raw)
+                if message["type"] == "chunk":
+                    chunks.append(message)
+                elif message["type"] == "status":
+                    status.clear()
+                    status.update(message)
+                text = "".join(c["text"] for c in chunks)
+                if until == "final" and status.get("status") in FINAL:
+                    return True
+                if until != "final" and until in text:
+                    return True
+        return False
 
 
 def exec_code(base_url: str, token: str, code: str, *, timeout_s: float = 60) -> dict[str, Any]:

@@ -8,6 +8,7 @@ Processes can be killed and restarted one by one; `stop()` ends everything it st
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -162,6 +163,8 @@ class Topology:
             }
         )
         env.update(self.extra_env)
+        # For trying a topology against other settings or code by hand (JSON object of vars).
+        env.update(json.loads(os.environ.get("UNDOABLE_TOPOLOGY_ENV", "{}")))
         return env
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:

@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from executor.docker_pool import Remover, SandboxContainer, WarmPool
 from executor.errors import BackendUnavailable, InvalidSpec, SandboxFailed
 from executor.limits import Limits
 from executor.policy.docker_args import SANDBOX_LABEL, container_create_kwargs, pool_key
+from executor.policy.mounts import Mount
 from executor.policy.seccomp import seccomp_bpf
 from executor.result import RunResult
 from executor.spec import RunSpec
@@ -154,8 +156,14 @@ class DockerBackend:
         limits: Limits,
         on_output: OutputCallback | None = None,
         cancel: CancelToken | None = None,
+        mounts: Sequence[Mount] = (),
     ) -> RunResult:
         """Run `spec` in a container of its own; the container is gone when this returns."""
+        if mounts:
+            raise BackendUnavailable(
+                "the docker backend cannot mount a workspace; use EXECUTOR_BACKEND=bwrap "
+                "for the fs, db and rest kinds"
+            )
         if len(spec.code.encode()) > MAX_CODE_BYTES:
             raise InvalidSpec(f"code is longer than {MAX_CODE_BYTES} bytes")
         return self._run_in(self._acquire(limits), spec, limits, on_output, cancel)

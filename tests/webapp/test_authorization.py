@@ -24,6 +24,7 @@ from tests.webapp.shares.factories import ShareFactory
 from webapp.asgi import application
 from webapp.queries.models import RunStatus
 from webapp.shares.services import share_revoke
+from webapp.workspaces.models import ChangeStatus, PendingChange
 
 # Covered elsewhere: third-party login views (tests/webapp/accounts/test_google_login.py), the
 # bearer-token API (tests/webapp/agents), Django's admin (staff only; checked below).
@@ -32,7 +33,7 @@ NOT_HERE = ("admin:", "social:", "api:")
 CSRF_EXEMPT = {"healthz"}
 # URLs whose object is public to anyone holding the link (a live share).
 PUBLIC_BY_LINK = {"shares:detail", "shares:fork"}
-PARAMS = {"query_id", "run_id", "token"}
+PARAMS = {"query_id", "run_id", "token", "change_id"}
 
 
 def app_urls() -> dict[str, list[str]]:
@@ -58,18 +59,25 @@ PLAIN_URLS = sorted(name for name, params in URLS.items() if not params)
 
 @pytest.fixture
 def world(owner) -> dict[str, Any]:
-    """The owner's query with a finished run, a live share and a revoked share."""
+    """The owner's query with a finished run and its decided change, a live and a revoked share."""
     query = QueryFactory(owner=owner)
     run = RunFactory(query=query, status=RunStatus.SUCCEEDED, exit_code=0)
     RunChunkFactory(run=run, text="owner's output\n")
+    change = PendingChange.objects.create(run=run, kind="fs", status=ChangeStatus.KEPT)
     revoked = ShareFactory(query=query)
     share_revoke(share=revoked)
-    return {"query": query, "run": run, "share": ShareFactory(query=query), "revoked": revoked}
+    share = ShareFactory(query=query)
+    return {"query": query, "run": run, "change": change, "share": share, "revoked": revoked}
 
 
 def url_for(name: str, world: dict[str, Any], *, revoked: bool = False) -> str:
     share = world["revoked"] if revoked else world["share"]
-    values = {"query_id": world["query"].pk, "run_id": world["run"].pk, "token": share.token}
+    values = {
+        "query_id": world["query"].pk,
+        "run_id": world["run"].pk,
+        "change_id": world["change"].pk,
+        "token": share.token,
+    }
     return reverse(name, kwargs={param: values[param] for param in URLS[name]})
 
 

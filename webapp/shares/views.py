@@ -35,7 +35,9 @@ def share_detail_view(request: HttpRequest, token: str) -> HttpResponse:
         {"share": share, "is_owner": share.owner_id == request.user.pk},
     )
     # The token is in the URL: keep it out of other sites' Referer headers and of shared caches.
-    response["Referrer-Policy"] = "no-referrer"
+    # Not "no-referrer": Chromium then sends `Origin: null` with the page's own forms (Fork,
+    # Revoke) and Django's CSRF check rightly refuses them.
+    response["Referrer-Policy"] = "same-origin"
     response["Cache-Control"] = "private, no-store"
     response["X-Robots-Tag"] = "noindex"
     return response

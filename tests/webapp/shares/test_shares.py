@@ -75,7 +75,7 @@ def test_share_tokens_are_long_and_random(owner) -> None:
 def test_the_share_page_keeps_its_link_out_of_referers_and_caches(owner) -> None:
     share = ShareFactory(query=QueryFactory(owner=owner))
     page = Client().get(reverse("shares:detail", args=[share.token]))
-    assert page["Referrer-Policy"] == "no-referrer"
+    assert page["Referrer-Policy"] == "same-origin"
     assert "no-store" in page["Cache-Control"]
 
 

@@ -10,6 +10,7 @@ Plain Python, no Django. The web app configures it once (webapp/executor_glue.py
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from executor.backends.base import Backend, OutputCallback
@@ -23,6 +24,7 @@ from executor.errors import (
     SandboxFailed,
 )
 from executor.limits import Limits
+from executor.policy.mounts import Mount
 from executor.result import OutputChunk, RunResult
 from executor.spec import RunSpec
 
@@ -99,11 +101,15 @@ def run(
     limits: Limits | None = None,
     on_output: OutputCallback | None = None,
     cancel: CancelToken | None = None,
+    mounts: Sequence[Mount] = (),
 ) -> RunResult:
     """Run `spec` in a fresh sandbox and return its result.
 
     `on_output` gets OutputChunks in order while the program runs. The user program's failures
     (non-zero exit, timeout, OOM, too much output) are RunResult fields; infrastructure problems
-    raise ExecutorError subclasses.
+    raise ExecutorError subclasses. `mounts` bind host folders at /workspace or /run/undoable
+    (executor/policy/mounts.py; the undoable kinds use them); only the bwrap backend can.
     """
-    return get_backend().run(spec, limits=limits or _caps, on_output=on_output, cancel=cancel)
+    return get_backend().run(
+        spec, limits=limits or _caps, on_output=on_output, cancel=cancel, mounts=tuple(mounts)
+    )

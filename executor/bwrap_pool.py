@@ -16,11 +16,13 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 
 from executor.cgroups import SandboxCgroup
 from executor.errors import SandboxFailed
 from executor.limits import Limits
 from executor.policy.bwrap_args import SandboxFds, bwrap_argv
+from executor.policy.mounts import Mount
 from executor.policy.seccomp import seccomp_pipe
 
 logger = logging.getLogger(__name__)
@@ -53,7 +55,10 @@ class Sandbox:
         hard_limit_s: float,
         host_uid: int | None,
         cgroup_parents: dict[str, str],
+        mounts: Sequence[Mount] = (),
     ) -> Sandbox:
+        """Start bwrap (with `mounts` bound in, see executor/policy/mounts.py); the driver
+        then waits for its one job. Pooled sandboxes are started without mounts."""
         cgroup = SandboxCgroup.create(cgroup_parents, host_uid) if cgroup_parents else None
         fds_to_close: list[int] = []
         try:
@@ -66,7 +71,9 @@ class Sandbox:
             status_r, status_w = os.pipe()
             fds_to_close.append(status_w)
             fds = SandboxFds(seccomp=seccomp_r, job=job_r, status=status_w)
-            argv = bwrap_argv(rootfs=rootfs, limits=limits, fds=fds, hard_limit_s=hard_limit_s)
+            argv = bwrap_argv(
+                rootfs=rootfs, limits=limits, fds=fds, hard_limit_s=hard_limit_s, mounts=mounts
+            )
             if cgroup is not None:
                 files = cgroup.procs_files
                 argv = ["/bin/sh", "-c", _JOIN_CGROUPS, "sh", str(len(files)), *files, *argv]
@@ -86,6 +93,11 @@ class Sandbox:
             if cgroup is not None:
                 cgroup.remove()
             raise SandboxFailed(f"could not start bwrap: {exc}") from exc
+        except BaseException:
+            # A refused policy (InvalidSpec, InvalidLimits) must not leave the cgroup behind.
+            if cgroup is not None:
+                cgroup.remove()
+            raise
         finally:
             for fd in fds_to_close:
                 os.close(fd)

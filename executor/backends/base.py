@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from executor.cancel import CancelToken
 from executor.limits import Limits
+from executor.policy.mounts import Mount
 from executor.result import OutputChunk, RunResult
 from executor.spec import RunSpec
 
@@ -26,7 +27,11 @@ class Backend(Protocol):
         limits: Limits,
         on_output: OutputCallback | None = None,
         cancel: CancelToken | None = None,
-    ) -> RunResult: ...
+        mounts: Sequence[Mount] = (),
+    ) -> RunResult:
+        """Run `spec` (see executor.run). Non-empty `mounts` need a fresh sandbox with those
+        bind mounts; a backend that cannot give one raises BackendUnavailable."""
+        ...
 
     def close(self) -> None:
         """Stop warm pools and remove everything this backend started."""

@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from executor import cgroups
@@ -18,6 +19,7 @@ from executor.cancel import CancelToken
 from executor.errors import BackendUnavailable, InvalidLimits, InvalidSpec, SandboxFailed
 from executor.limits import Limits
 from executor.policy.bwrap_args import program_env, program_rlimits, rlimit_names_known
+from executor.policy.mounts import Mount, check_mounts
 from executor.policy.seccomp import seccomp_bpf
 from executor.result import RunResult
 from executor.spec import RunSpec
@@ -104,10 +106,19 @@ class BwrapBackend:
         limits: Limits,
         on_output: OutputCallback | None = None,
         cancel: CancelToken | None = None,
+        mounts: Sequence[Mount] = (),
     ) -> RunResult:
-        """Run `spec` in a single-use sandbox; see executor.run for the contract."""
+        """Run `spec` in a single-use sandbox; see executor.run for the contract.
+
+        With `mounts` the sandbox is always started for this run: pooled sandboxes were
+        started without them, and bind mounts cannot be added to a running sandbox.
+        """
         if limits.network != "none":
             raise InvalidLimits("the bwrap backend only supports network='none' for now")
+        mounts = check_mounts(mounts)  # refuse before anything is started
+        if mounts:
+            self.stats["cold"] += 1
+            return self._run_cold(spec, limits, on_output, cancel, mounts)
         pool = self._pool
         sandbox = pool.take() if pool is not None and self._pool_fits(limits) else None
         if sandbox is None:
@@ -133,13 +144,14 @@ class BwrapBackend:
             and limits.wall_time_s <= pool.wall_time_s
         )
 
-    def _start(self, limits: Limits, hard_limit_s: float) -> Sandbox:
+    def _start(self, limits: Limits, hard_limit_s: float, mounts: Sequence[Mount] = ()) -> Sandbox:
         return Sandbox.start(
             rootfs=self.rootfs,
             limits=limits,
             hard_limit_s=hard_limit_s,
             host_uid=self.host_uid,
             cgroup_parents=self.cgroup_parents,
+            mounts=mounts,
         )
 
     def _start_pooled(self) -> Sandbox:
@@ -152,10 +164,11 @@ class BwrapBackend:
         limits: Limits,
         on_output: OutputCallback | None,
         cancel: CancelToken | None,
+        mounts: Sequence[Mount] = (),
     ) -> RunResult:
         if cancel is not None and cancel.cancelled:
             return _cancelled_before_start()
-        sandbox = self._start(limits, limits.wall_time_s + self.term_grace_s)
+        sandbox = self._start(limits, limits.wall_time_s + self.term_grace_s, mounts)
         return self._execute(sandbox, spec, limits, on_output, cancel)
 
     def _execute(

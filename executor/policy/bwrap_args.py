@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import os
 import resource
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from executor.errors import InvalidLimits
 from executor.limits import Limits
+from executor.policy.mounts import WORKSPACE_DIR, Mount, bwrap_mount_args
 
 SANDBOX_UID = 1000  # the `sandbox` user of the root filesystem
-WORKDIR = "/workspace"
+WORKDIR = WORKSPACE_DIR
 # What every program gets, before the spec's own allowlisted variables.
 BASE_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -44,11 +46,20 @@ def driver_source() -> str:
     return (Path(__file__).with_name("driver.py")).read_text()
 
 
-def bwrap_argv(*, rootfs: str, limits: Limits, fds: SandboxFds, hard_limit_s: float) -> list[str]:
+def bwrap_argv(
+    *,
+    rootfs: str,
+    limits: Limits,
+    fds: SandboxFds,
+    hard_limit_s: float,
+    mounts: Sequence[Mount] = (),
+) -> list[str]:
     """The full command: `timeout -s KILL` around bwrap around the in-sandbox driver.
 
     `hard_limit_s` bounds the sandbox's whole life even if the calling process is wedged
-    (if it dies, --die-with-parent fires when `timeout` goes too).
+    (if it dies, --die-with-parent fires when `timeout` goes too). `mounts` (checked by
+    executor/policy/mounts.py) are bound over the scratch tmpfs, before everything is
+    remounted read-only.
     """
     if limits.network != "none":
         raise InvalidLimits("the bwrap backend only supports network='none' for now")
@@ -96,6 +107,7 @@ def bwrap_argv(*, rootfs: str, limits: Limits, fds: SandboxFds, hard_limit_s: fl
         "1777",
         "--tmpfs",
         "/tmp",
+        *bwrap_mount_args(mounts),
         "--remount-ro",
         "/dev",
         "--remount-ro",

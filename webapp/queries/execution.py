@@ -8,7 +8,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from django.db import close_old_connections
@@ -16,6 +16,7 @@ from django.utils import timezone
 
 import executor
 from executor import CancelToken, ExecutorError, Limits, RunResult, RunSpec
+from executor.policy.mounts import Mount
 from webapp.credentials.handoff import credentials_take
 from webapp.credentials.masking import mask_text
 from webapp.executor_glue import ensure_executor
@@ -43,22 +44,24 @@ class PreparedRun:
     spec: RunSpec
     limits: Limits
     finalize: Finalize | None = None
+    mounts: Sequence[Mount] = ()
 
 
 def run_spec_for(run: Run, *, env: dict[str, str]) -> PreparedRun:
     """The RunSpec and limits for a run.
 
     Kinds other than python get their extra executor options from
-    `webapp.workspaces.runs.prepare_run(run, spec, limits) -> (spec, limits, finalize)` when that
-    module exists; `finalize(result or None)` is called after the run, whatever happened.
+    `webapp.workspaces.runs.prepare_run(run, spec, limits) -> (spec, limits, finalize, mounts)`
+    when that module exists; `finalize(result or None)` is called after the run, whatever
+    happened, and `mounts` go to executor.run.
     """
     spec = RunSpec(code=run.code, language=run.language, env=env)
     caps = executor.caps()
     limits = caps.narrowed(max_output_bytes=min(caps.max_output_bytes, run.output_cap_bytes))
     if run.query.kind != "python" and importlib.util.find_spec("webapp.workspaces.runs"):
         hook = importlib.import_module("webapp.workspaces.runs")
-        spec, limits, finalize = hook.prepare_run(run, spec, limits)
-        return PreparedRun(spec=spec, limits=limits, finalize=finalize)
+        spec, limits, finalize, mounts = hook.prepare_run(run, spec, limits)
+        return PreparedRun(spec=spec, limits=limits, finalize=finalize, mounts=mounts)
     return PreparedRun(spec=spec, limits=limits)
 
 
@@ -98,6 +101,7 @@ def run_execute(*, run_id: int, cancel: CancelToken) -> None:
                 limits=prepared.limits,
                 on_output=lambda chunk: sink.feed(chunk.stream, chunk.text),
                 cancel=cancel,
+                mounts=prepared.mounts,
             )
         finally:
             stop_watch.set()

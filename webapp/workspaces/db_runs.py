@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from django.conf import settings
@@ -20,7 +20,7 @@ from django.utils import timezone
 from executor import Limits, RunResult, RunSpec
 from executor.kinds.db import DEFAULT_TIMEOUT_S, DbControl, DbTarget
 from executor.kinds.fs import FsWorkspace, PendingFs
-from executor.kinds.sandbox import Mount, pop_mounts, push_mounts, sandbox_host_uid
+from executor.kinds.sandbox import Mount, sandbox_host_uid
 from webapp.executor_glue import ensure_executor
 from webapp.queries.models import Run
 from webapp.workspaces.models import ChangeStatus, PendingChange
@@ -46,7 +46,9 @@ def pending_timeout_s() -> float:
     return float(getattr(settings, "DB_PENDING_TIMEOUT_S", DEFAULT_TIMEOUT_S))
 
 
-def prepare_db(run: Run, spec: RunSpec, limits: Limits) -> tuple[RunSpec, Limits, Finalize]:
+def prepare_db(
+    run: Run, spec: RunSpec, limits: Limits
+) -> tuple[RunSpec, Limits, Finalize, Sequence[Mount]]:
     from webapp.workspaces.runs import control_base
 
     workspace = workspace_for_query(run.query)
@@ -66,7 +68,6 @@ def prepare_db(run: Run, spec: RunSpec, limits: Limits) -> tuple[RunSpec, Limits
             folder = FsWorkspace(workspace.root, workspace.state_dir)
             fs = folder.begin(str(run.pk), uid=sandbox_host_uid(backend))
             mounts.append(Mount(fs.tree, "/workspace", writable=True))
-        token = push_mounts(backend, mounts)
     except BaseException:
         if fs is not None:
             fs.undo()
@@ -87,7 +88,9 @@ def prepare_db(run: Run, spec: RunSpec, limits: Limits) -> tuple[RunSpec, Limits
     relay.start()
 
     def finalize(result: RunResult | None) -> None:
-        pop_mounts(token)
+        if result is None:
+            # No sandbox ran (the backend refused or failed): stop the relay waiting for it.
+            control.events.put({"event": "closed"})
         relay.join(timeout=30)
         with _wakeups_lock:
             _wakeups.pop(change.pk, None)
@@ -105,7 +108,7 @@ def prepare_db(run: Run, spec: RunSpec, limits: Limits) -> tuple[RunSpec, Limits
         )
 
     # The sandbox waits for the decision; its wall limit already includes the timeout.
-    return driver, run_limits, finalize
+    return driver, run_limits, finalize, mounts
 
 
 def _final_status(final: str, ok: bool) -> tuple[str, str]:

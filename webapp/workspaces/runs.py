@@ -1,9 +1,9 @@
 """The run hook for the fs, db and rest kinds (called by webapp.queries.execution).
 
-`prepare_run(run, spec, limits) -> (spec, limits, finalize)` runs on the worker thread just
-before `executor.run`; `finalize(result or None)` right after it, whatever happened. The hook
-pushes the run's bind mounts for this thread (executor.kinds.sandbox.push_mounts) and pops
-them in finalize.
+`prepare_run(run, spec, limits) -> (spec, limits, finalize, mounts)` runs on the worker thread
+just before `executor.run(spec, limits=limits, mounts=mounts)`; `finalize(result or None)` right
+after it, whatever happened. `mounts` are the run's bind mounts (the workspace copy, the
+control folder); only the bwrap backend can run with them, Docker refuses the run.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from django.conf import settings
@@ -20,7 +20,7 @@ from django.utils import timezone
 from executor import Limits, RunResult, RunSpec
 from executor.kinds.egress import rest_prepare, with_forward_output
 from executor.kinds.fs import FsWorkspace
-from executor.kinds.sandbox import Mount, pop_mounts, push_mounts, sandbox_host_uid
+from executor.kinds.sandbox import Mount, sandbox_host_uid
 from webapp.executor_glue import ensure_executor
 from webapp.queries.models import Run, RunDirection, RunStatus
 from webapp.queries.selectors import run_output_text
@@ -30,9 +30,10 @@ from webapp.workspaces.services import workspace_for_query
 
 logger = logging.getLogger(__name__)
 Finalize = Callable[[RunResult | None], None]
+Prepared = tuple[RunSpec, Limits, Finalize, Sequence[Mount]]
 
 
-def prepare_run(run: Run, spec: RunSpec, limits: Limits) -> tuple[RunSpec, Limits, Finalize]:
+def prepare_run(run: Run, spec: RunSpec, limits: Limits) -> Prepared:
     kind = run.query.kind
     if kind == "rest":
         return _prepare_rest(run, spec, limits)
@@ -40,7 +41,7 @@ def prepare_run(run: Run, spec: RunSpec, limits: Limits) -> tuple[RunSpec, Limit
         return _prepare_fs(run, spec, limits)
     if kind == "db":
         return prepare_db(run, spec, limits)
-    return spec, limits, lambda result: None
+    return spec, limits, lambda result: None, ()
 
 
 def control_base() -> Path:
@@ -64,7 +65,7 @@ def forward_output(run: Run) -> str:
     return run_output_text(forward, max_chars=1_000_000) if forward else ""
 
 
-def _prepare_rest(run: Run, spec: RunSpec, limits: Limits) -> tuple[RunSpec, Limits, Finalize]:
+def _prepare_rest(run: Run, spec: RunSpec, limits: Limits) -> Prepared:
     spec = RunSpec(
         code=spec.code,
         language=spec.language,
@@ -78,33 +79,28 @@ def _prepare_rest(run: Run, spec: RunSpec, limits: Limits) -> tuple[RunSpec, Lim
     folder.chmod(0o755)
     allow_private = bool(getattr(settings, "EXECUTOR_EGRESS_ALLOW_PRIVATE", False))
     wrapped, mounts, proxy = rest_prepare(spec, folder, allow_private=allow_private)
-    token = push_mounts(ensure_executor(), mounts)
 
     def finalize(result: RunResult | None) -> None:
-        pop_mounts(token)
         proxy.close()
         shutil.rmtree(folder, ignore_errors=True)
         if proxy.refused:
             logger.info("rest run had refused destinations", extra={"run_id": run.pk})
 
-    return wrapped, limits, finalize
+    return wrapped, limits, finalize, mounts
 
 
-def _prepare_fs(run: Run, spec: RunSpec, limits: Limits) -> tuple[RunSpec, Limits, Finalize]:
+def _prepare_fs(run: Run, spec: RunSpec, limits: Limits) -> Prepared:
     workspace = workspace_for_query(run.query)
     fs = FsWorkspace(workspace.root, workspace.state_dir)
     backend = ensure_executor()
     pending = fs.begin(str(run.pk), uid=sandbox_host_uid(backend))  # WorkspaceBusy: run fails
-    change = PendingChange.objects.create(run=run, kind="fs")
     try:
-        token = push_mounts(backend, [Mount(pending.tree, "/workspace", writable=True)])
+        change = PendingChange.objects.create(run=run, kind="fs")
     except BaseException:
         pending.undo()
-        change.delete()
         raise
 
     def finalize(result: RunResult | None) -> None:
-        pop_mounts(token)
         if result is None or not result.ok:
             pending.undo()
             _set(change, ChangeStatus.DISCARDED, "The run did not succeed; nothing changed.")
@@ -117,7 +113,7 @@ def _prepare_fs(run: Run, spec: RunSpec, limits: Limits) -> tuple[RunSpec, Limit
         change.changes = changes
         _set(change, ChangeStatus.PENDING, "")
 
-    return spec, limits, finalize
+    return spec, limits, finalize, [Mount(pending.tree, "/workspace", writable=True)]
 
 
 def _set(change: PendingChange, status: str, message: str) -> None:

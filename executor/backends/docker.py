@@ -72,6 +72,7 @@ class DockerBackend:
         self._pool: WarmPool | None = None
         self._lock = threading.Lock()
         self._remove_sync = remove_sync
+        self._closed = False
         self._remover = Remover(self._remove)
         self._labels = {
             INSTANCE_LABEL: self.instance_id,
@@ -114,6 +115,7 @@ class DockerBackend:
         """Stop the pool and remove every container this backend instance started."""
         with self._lock:
             pool, self._pool = self._pool, None
+            self._closed = True
         if pool is not None:
             pool.close()
         self._remover.close()
@@ -158,14 +160,18 @@ class DockerBackend:
         cancel: CancelToken | None = None,
         mounts: Sequence[Mount] = (),
     ) -> RunResult:
-        """Run `spec` in a container of its own; the container is gone when this returns."""
+        """Run `spec` in a container of its own, used for this run only.
+
+        When this returns, every process of the run is dead; the container itself is removed
+        before returning with `remove_sync`, else right after (`settle()` waits for that).
+        """
         if mounts:
             raise BackendUnavailable(
                 "the docker backend cannot mount a workspace; use EXECUTOR_BACKEND=bwrap "
                 "for the fs, db and rest kinds"
             )
-        if len(spec.code.encode()) > MAX_CODE_BYTES:
-            raise InvalidSpec(f"code is longer than {MAX_CODE_BYTES} bytes")
+        if spec.language == "bash" and len(spec.code.encode()) > MAX_CODE_BYTES:
+            raise InvalidSpec(f"a bash program is limited to {MAX_CODE_BYTES} bytes")
         return self._run_in(self._acquire(limits), spec, limits, on_output, cancel)
 
     def _run_in(
@@ -197,6 +203,8 @@ class DockerBackend:
 
     def _ensure_pool(self) -> WarmPool | None:
         with self._lock:
+            if self._closed:
+                raise BackendUnavailable("this docker backend has been closed")
             if self._pool is None and self._warm_pool_size > 0:
                 self._pool = WarmPool(
                     size=self._warm_pool_size,

@@ -21,7 +21,7 @@ from executor.spec import RunSpec
 # The supervisor reads 64 KiB at a time; anything far bigger is a broken or forged frame.
 MAX_FRAME = 1 << 20
 DOCKER_STDOUT, DOCKER_STDERR = 1, 2
-# The program reaches the kernel as one argv string, which Linux caps at 128 KiB.
+# A bash program reaches the kernel as one argv string, which Linux caps at 128 KiB.
 MAX_CODE_BYTES = 120 * 1024
 # What a freshly started supervisor writes first: Docker's stdout header, then a b"r" frame.
 READY = struct.pack(">B3xI", DOCKER_STDOUT, 5) + b"r" + struct.pack(">I", 0)

@@ -265,3 +265,12 @@ def test_containers_end_and_vanish_when_the_host_process_dies(engine):
         with contextlib.suppress(docker.errors.NotFound):
             engine.wait(container_id, condition="removed", timeout=30)
         assert not exists(engine, container_id)
+
+
+def test_a_long_python_program_runs_and_a_closed_backend_refuses(engine):
+    code = "x = 0\n" + "x += 1\n" * 40_000 + "print(x)\n"  # ~280 KB: more than one argv string
+    short_lived = DockerBackend(warm_pool_size=0, limits=LIMITS)
+    assert short_lived.run(RunSpec(code=code), limits=LIMITS).stdout == "40000\n"
+    short_lived.close()
+    with pytest.raises(BackendUnavailable):
+        short_lived.run(RunSpec(code="pass"), limits=LIMITS)

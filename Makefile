@@ -15,6 +15,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
+	# The replit-code-exec client, to prove /api/v1/exec speaks its protocol. It pins an old
+	# `instructor` it never needs for code_exec(), so it goes in without its dependencies.
+	$(PY) -m pip install -q --no-deps replit-code-exec==0.0.1
 	touch $@
 
 prereqs:

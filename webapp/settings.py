@@ -140,6 +140,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise serves from finders; an empty root is fine
 WHITENOISE_USE_FINDERS = True
 
 # --- Queue, channel layer and where runs execute -------------------------------------------
@@ -194,6 +195,29 @@ WORKSPACES_ROOT = Path(env_str("UNDOABLE_WORKSPACES_ROOT", str(VAR_DIR / "worksp
 DB_PENDING_TIMEOUT_S = env_float("UNDOABLE_DB_PENDING_TIMEOUT_S", 600.0, minimum=1)
 # Single-user installs may point a query's workspace at one of these server folders.
 WORKSPACE_SERVER_FOLDERS = env_list("UNDOABLE_WORKSPACE_SERVER_FOLDERS")
+
+# --- Agent API (stateless exec, sessions) ----------------------------------------------------
+# Requests per minute per token (token bucket) and how many may burst at once.
+AGENTS_RATE_PER_MINUTE = env_int("AGENTS_RATE_PER_MINUTE", 600, minimum=1)
+AGENTS_RATE_BURST = env_int("AGENTS_RATE_BURST", 60, minimum=1)
+# Runs in flight at once per token (stateless exec and session cells together).
+AGENTS_MAX_CONCURRENT_PER_TOKEN = env_int("AGENTS_MAX_CONCURRENT_PER_TOKEN", 8, minimum=1)
+AGENTS_MAX_BODY_BYTES = env_int("AGENTS_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
+AGENTS_MAX_CODE_BYTES = env_int("AGENTS_MAX_CODE_BYTES", 256 * 1024, minimum=1024)
+AGENTS_MAX_FILES_BYTES = env_int("AGENTS_MAX_FILES_BYTES", 2 * 1024 * 1024, minimum=0)
+AGENTS_MAX_FILES = env_int("AGENTS_MAX_FILES", 64, minimum=0)
+AGENTS_MAX_STDIN_BYTES = env_int("AGENTS_MAX_STDIN_BYTES", 1024 * 1024, minimum=0)
+AGENTS_DEFAULT_TIMEOUT_S = env_float("AGENTS_DEFAULT_TIMEOUT_S", 10.0, minimum=0.1)
+# Threads that wait on sandboxes, so the event loop never blocks on a run.
+AGENTS_EXEC_THREADS = env_int("AGENTS_EXEC_THREADS", 32, minimum=1)
+AGENTS_MAX_SESSIONS_PER_USER = env_int("AGENTS_MAX_SESSIONS_PER_USER", 3, minimum=1)
+AGENTS_SESSION_IDLE_S = env_float("AGENTS_SESSION_IDLE_S", 600.0, minimum=1)
+AGENTS_SESSION_MAX_LIFETIME_S = env_float("AGENTS_SESSION_MAX_LIFETIME_S", 3600.0, minimum=1)
+AGENTS_SESSION_MAX_FILE_BYTES = env_int(
+    "AGENTS_SESSION_MAX_FILE_BYTES", 32 * 1024 * 1024, minimum=1
+)
+AGENTS_SESSION_MEMORY_MIB = env_int("AGENTS_SESSION_MEMORY_MIB", 512, minimum=16)
+AGENTS_SESSION_WORKDIR_QUOTA_MIB = env_int("AGENTS_SESSION_WORKDIR_QUOTA_MIB", 256, minimum=1)
 
 # --- LLM -----------------------------------------------------------------------------------
 LLM_BASE_URL = env_str("LLM_BASE_URL")

@@ -7,6 +7,7 @@ from webapp.health import healthz
 urlpatterns = [
     path("", include("webapp.queries.urls")),
     path("accounts/", include("webapp.accounts.urls")),
+    path("agents/", include("webapp.agents.urls")),
     path("social/", include("social_django.urls", namespace="social")),
     path("history/", include("webapp.history.urls")),
     path("s/", include("webapp.shares.urls")),

@@ -7,7 +7,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.test import Client, override_settings
+from django.test import Client
 
 from webapp.agents.models import ApiToken
 from webapp.agents.tokens import token_authenticate, token_create, token_revoke
@@ -76,7 +76,6 @@ def test_the_command_fails_clearly_for_an_unknown_user(db):
     assert ApiToken.objects.count() == 0
 
 
-@override_settings(ROOT_URLCONF="tests.webapp.agents.urls")
 def test_the_account_page_creates_lists_and_revokes_tokens(owner):
     browser = Client()
     browser.force_login(owner.user)
@@ -93,7 +92,6 @@ def test_the_account_page_creates_lists_and_revokes_tokens(owner):
     assert token_authenticate(secret) is None
 
 
-@override_settings(ROOT_URLCONF="tests.webapp.agents.urls")
 def test_a_stranger_cannot_revoke_through_the_page(owner, stranger):
     browser = Client()
     browser.force_login(stranger.user)
@@ -102,7 +100,6 @@ def test_a_stranger_cannot_revoke_through_the_page(owner, stranger):
     assert token_authenticate(owner.token) is not None
 
 
-@override_settings(ROOT_URLCONF="tests.webapp.agents.urls")
 def test_token_forms_need_csrf(owner):
     browser = Client(enforce_csrf_checks=True)
     browser.force_login(owner.user)

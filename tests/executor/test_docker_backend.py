@@ -34,18 +34,26 @@ WHOAMI = "import socket; print(socket.gethostname())"
 
 
 @pytest.fixture(scope="module")
-def backend():
-    backend = DockerBackend(warm_pool_size=2, limits=LIMITS)
-    backend.self_check()
-    yield backend
-    backend.close()
+def engine(docker_missing):
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        docker_missing(f"no Docker engine: {exc}")
+    yield client.api
+    client.close()
 
 
 @pytest.fixture(scope="module")
-def engine():
-    client = docker.from_env()
-    yield client.api
-    client.close()
+def backend(engine, docker_missing):
+    backend = DockerBackend(warm_pool_size=2, limits=LIMITS)
+    try:
+        backend.self_check()
+    except BackendUnavailable as exc:
+        backend.close()
+        docker_missing(f"the docker backend is unavailable: {exc}")
+    yield backend
+    backend.close()
 
 
 def exists(engine, short_id: str) -> bool:
@@ -214,7 +222,7 @@ def test_startup_reaps_containers_left_by_a_dead_process(backend, engine):
     assert not exists(engine, leaked.id)
 
 
-def test_self_check_names_the_missing_image():
+def test_self_check_names_the_missing_image(engine):
     with pytest.raises(BackendUnavailable, match="make sandbox-image"):
         DockerBackend(image="undoable-no-such-image:latest", warm_pool_size=0).self_check()
 

@@ -6,6 +6,8 @@ how this backend manages its sandboxes. Real sandboxes on the real root filesyst
 
 import glob
 import os
+import shutil
+import tempfile
 import threading
 from pathlib import Path
 
@@ -13,7 +15,8 @@ import pytest
 
 from executor import CancelToken, Limits, RunSpec, create_backend
 from executor.backends.bwrap import BwrapBackend
-from executor.errors import BackendUnavailable
+from executor.errors import BackendUnavailable, InvalidSpec
+from executor.policy.mounts import CONTROL_DIR, Mount
 
 ROOTFS = str(Path(__file__).resolve().parents[2] / "var" / "sandbox-rootfs")
 # A host uid no other test uses, so "no process left" can be checked exactly.
@@ -213,3 +216,53 @@ def test_self_check_refuses_when_bwrap_is_missing(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(BackendUnavailable, match="bwrap"):
         BwrapBackend(ROOTFS).self_check()
+
+
+@pytest.fixture
+def shared():
+    """A host folder the sandbox user (HOST_UID on the host) owns; pytest's tmp is 0700."""
+    base = Path(ROOTFS).parent / "tmp"
+    base.mkdir(exist_ok=True)
+    base.chmod(0o711)
+    folder = Path(tempfile.mkdtemp(prefix="mounted-", dir=base)).resolve()
+    os.chown(folder, HOST_UID, HOST_UID)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_run_with_mounts_gets_a_fresh_sandbox_and_the_pool_never_sees_them(pooled, shared):
+    mounts = [Mount(shared, "/workspace", writable=True)]
+    code = "open('/workspace/out.txt', 'w').write('written inside')"
+    result = pooled.run(RunSpec(code=code), limits=LIMITS, mounts=mounts)
+    assert result.ok, result.stderr
+    assert (shared / "out.txt").read_text() == "written inside"
+    assert pooled.stats == {"warm": 0, "cold": 1}
+    look = pooled.run(RunSpec(code="import os; print(os.listdir('/workspace'))"), limits=LIMITS)
+    assert look.stdout == "[]\n"
+    assert pooled.stats == {"warm": 1, "cold": 1}
+
+
+def test_a_read_only_mount_is_readable_but_not_writable(backend, shared):
+    (shared / "in.txt").write_text("from the host")
+    code = (
+        "import os\n"
+        f"print(open('{CONTROL_DIR}/in.txt').read())\n"
+        "try:\n"
+        f"    open('{CONTROL_DIR}/new.txt', 'w')\n"
+        "except OSError as exc:\n"
+        "    print(exc.errno == 30)\n"
+    )
+    before = sandbox_mounts()
+    result = backend.run(RunSpec(code=code), limits=LIMITS, mounts=[Mount(shared, CONTROL_DIR)])
+    assert result.stdout == "from the host\nTrue\n", result.stderr
+    assert sorted(p.name for p in shared.iterdir()) == ["in.txt"]
+    assert sandbox_mounts() == before
+
+
+def test_a_refused_mount_starts_no_sandbox(backend, shared):
+    stats = dict(backend.stats)
+    with pytest.raises(InvalidSpec, match="destination"):
+        backend.run(RunSpec(code="print(1)"), limits=LIMITS, mounts=[Mount(shared, "/etc")])
+    assert backend.stats == stats
+    assert processes_of(HOST_UID) == []
+    assert our_cgroups() == []

@@ -1,11 +1,13 @@
 """The bwrap sandbox policy as pure functions: command line, rlimits, seccomp filter."""
 
 import errno
+import os
+from pathlib import Path
 
 import pyseccomp as seccomp
 import pytest
 
-from executor.errors import InvalidLimits
+from executor.errors import InvalidLimits, InvalidSpec
 from executor.limits import Limits
 from executor.policy.bwrap_args import (
     BASE_ENV,
@@ -15,6 +17,7 @@ from executor.policy.bwrap_args import (
     program_env,
     program_rlimits,
 )
+from executor.policy.mounts import CONTROL_DIR, Mount, bwrap_mount_args
 from executor.policy.seccomp import DENIED_SYSCALLS, TIOCSTI, build_filter, seccomp_bpf
 
 ROOTFS = "/srv/sandbox-rootfs"
@@ -40,8 +43,10 @@ REQUIRED_DENIED = (
 )
 
 
-def argv(limits: Limits | None = None, rootfs: str = ROOTFS) -> list[str]:
-    return bwrap_argv(rootfs=rootfs, limits=limits or Limits(), fds=FDS, hard_limit_s=10)
+def argv(limits: Limits | None = None, rootfs: str = ROOTFS, mounts=()) -> list[str]:
+    return bwrap_argv(
+        rootfs=rootfs, limits=limits or Limits(), fds=FDS, hard_limit_s=10, mounts=mounts
+    )
 
 
 def bwrap_part(args: list[str]) -> list[str]:
@@ -194,3 +199,94 @@ def test_the_compiled_filter_is_a_whole_number_of_bpf_instructions():
     program = seccomp_bpf()
     assert program
     assert len(program) % 8 == 0
+
+
+# -- bind mounts (executor/policy/mounts.py) ---------------------------------------------------
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A real folder by its canonical path (what the undoable kinds hand over)."""
+    made = tmp_path / "tree"
+    made.mkdir()
+    return made.resolve()
+
+
+def test_mounts_are_bound_over_the_scratch_tmpfs_and_before_the_read_only_remount(folder):
+    args = bwrap_part(argv(mounts=[Mount(folder, "/workspace", writable=True)]))
+    bind = args.index("--bind")
+    assert args[bind : bind + 3] == ["--bind", str(folder), "/workspace"]
+    assert bind > max(i for i, a in enumerate(args) if a == "--tmpfs")
+    assert bind < args.index("--remount-ro")
+
+
+def test_a_read_only_control_folder_gets_its_own_run_tmpfs(folder):
+    args = bwrap_mount_args([Mount(folder, CONTROL_DIR)])
+    assert args == ["--tmpfs", "/run", "--ro-bind", str(folder), CONTROL_DIR]
+
+
+def test_no_mounts_adds_no_argument():
+    assert bwrap_mount_args([]) == []
+    assert "--bind" not in argv(mounts=())
+
+
+@pytest.mark.parametrize(
+    "dest",
+    ["/", "/etc", "/workspace/sub", "/workspace/../etc", "/run", "/run/undoable/..", "workspace"],
+)
+def test_it_refuses_a_destination_outside_the_allowed_two(folder, dest):
+    with pytest.raises(InvalidSpec, match="destination"):
+        bwrap_mount_args([Mount(folder, dest)])
+
+
+def test_it_refuses_a_relative_host_path(folder, monkeypatch):
+    monkeypatch.chdir(folder.parent)
+    with pytest.raises(InvalidSpec, match="absolute"):
+        bwrap_mount_args([Mount(Path("tree"), "/workspace")])
+
+
+def test_it_refuses_dot_dot_in_the_host_path(folder):
+    sneaky = Path(f"{folder}/../tree")
+    assert sneaky.is_dir()
+    with pytest.raises(InvalidSpec, match="canonical"):
+        bwrap_mount_args([Mount(sneaky, "/workspace")])
+
+
+def test_it_refuses_a_symlinked_host_folder(folder):
+    link = folder.parent / "link"
+    link.symlink_to(folder)
+    with pytest.raises(InvalidSpec, match="canonical"):
+        bwrap_mount_args([Mount(link, "/workspace", writable=True)])
+
+
+def test_it_refuses_a_symlink_to_a_host_system_folder_on_the_way(folder):
+    (folder / "up").symlink_to("/")
+    with pytest.raises(InvalidSpec, match="canonical"):
+        bwrap_mount_args([Mount(folder / "up" / "etc", "/workspace")])
+
+
+def test_it_refuses_a_missing_folder_and_a_plain_file(folder):
+    (folder / "file").write_text("x")
+    for source in (folder / "gone", folder / "file"):
+        with pytest.raises(InvalidSpec, match="existing folder"):
+            bwrap_mount_args([Mount(source, "/workspace")])
+
+
+def test_it_refuses_two_mounts_on_one_destination(folder):
+    other = folder / "other"
+    other.mkdir()
+    with pytest.raises(InvalidSpec, match="two mounts"):
+        bwrap_mount_args([Mount(folder, "/workspace"), Mount(other, "/workspace")])
+
+
+def test_a_hostile_host_folder_name_stays_one_argument(folder):
+    hostile = folder / "x --dev-bind .. --host"
+    os.mkdir(hostile)
+    args = argv(mounts=[Mount(hostile, CONTROL_DIR)])
+    assert option_values(bwrap_part(args), "--ro-bind") == [ROOTFS, str(hostile)]
+    assert "--host" not in args
+
+
+def test_bwrap_argv_checks_its_mounts_too(folder):
+    with pytest.raises(InvalidSpec):
+        argv(mounts=[Mount(folder, "/etc", writable=True)])

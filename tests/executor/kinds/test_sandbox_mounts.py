@@ -1,0 +1,41 @@
+"""run_with_mounts: the kinds' one way to put host folders into a sandbox, on both backends."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from executor.backends.docker import DockerBackend
+from executor.errors import BackendUnavailable
+from executor.kinds.sandbox import CONTROL_DIR, Mount, run_with_mounts
+from executor.spec import RunSpec
+
+
+def test_the_mounts_reach_a_sandbox_that_still_has_no_network(backend, limits, place: Path):
+    (place / "config.txt").write_text("from the control folder")
+    code = (
+        "import socket\n"
+        f"print(open('{CONTROL_DIR}/config.txt').read())\n"
+        "print([name for _, name in socket.if_nameindex()])\n"
+    )
+    allowlist = dataclasses.replace(limits, network="allowlist")
+    result = run_with_mounts(
+        backend, RunSpec(code=code), limits=allowlist, mounts=[Mount(place, CONTROL_DIR)]
+    )
+    assert result.stdout == "from the control folder\n['lo']\n", result.stderr
+
+
+def test_the_docker_backend_refuses_a_workspace_before_starting_anything(limits, place: Path):
+    docker_backend = DockerBackend(warm_pool_size=0)
+    try:
+        with pytest.raises(BackendUnavailable, match="EXECUTOR_BACKEND=bwrap"):
+            run_with_mounts(
+                docker_backend,
+                RunSpec(code="print(1)"),
+                limits=limits,
+                mounts=[Mount(place, "/workspace", writable=True)],
+            )
+    finally:
+        docker_backend.close()

@@ -30,13 +30,21 @@ class SandboxContainer:
     # The object docker-py returned; it owns the HTTP response that keeps the socket open.
     handle: Any = field(repr=False)
 
+    def readable(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for data or EOF on the socket.
+
+        poll, not select: a busy server's socket numbers can pass select's 1024 limit.
+        """
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
+        return bool(poller.poll(max(timeout, 0) * 1000))
+
     def is_idle(self) -> bool:
         """True while the supervisor still waits: nothing (not even EOF) to read yet."""
         try:
-            readable, _, _ = select.select([self.sock], [], [], 0)
+            return not self.readable(0)
         except (OSError, ValueError):
             return False
-        return not readable
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import select
 import socket
 import threading
 import time
@@ -239,7 +238,7 @@ class DockerBackend:
             container = SandboxContainer(
                 id=created.id, sock=getattr(handle, "_sock", handle), handle=handle
             )
-            _await_ready(container.sock)
+            _await_ready(container)
         except (docker.errors.DockerException, OSError, SandboxFailed) as exc:
             self._remove(created.id)
             raise SandboxFailed(f"cannot start a sandbox container: {exc}") from exc
@@ -295,21 +294,22 @@ class DockerBackend:
         return self._client().api
 
 
-def _await_ready(sock: socket.socket) -> None:
+def _await_ready(container: SandboxContainer) -> None:
     """Read the supervisor's ready frame, the first thing it writes once it is up."""
     deadline = time.monotonic() + START_TIMEOUT_S
     got = b""
-    while len(got) < len(READY):
-        left = deadline - time.monotonic()
-        readable, _, _ = select.select([sock], [], [], max(left, 0))
-        if not readable:
+    while len(got) < len(READY) and got == READY[: len(got)]:
+        if not container.readable(deadline - time.monotonic()):
             raise SandboxFailed("the sandbox supervisor did not become ready in time")
-        data = sock.recv(len(READY) - len(got))
+        data = container.sock.recv(len(READY) - len(got))
         if not data:
             break
         got += data
     if got != READY:
-        raise SandboxFailed(f"the sandbox supervisor failed to start: {got[8:300]!r}")
+        # Most likely a traceback on the supervisor's stderr: read some of it for the message.
+        while len(got) < 4096 and container.readable(1.0) and (data := container.sock.recv(4096)):
+            got += data
+        raise SandboxFailed(f"the sandbox supervisor failed to start: {got[8:]!r}")
 
 
 def _pid_alive(pid: int) -> bool:

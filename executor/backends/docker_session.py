@@ -7,7 +7,6 @@ this side adds a wall-time backstop, cancellation, and an output cap of its own.
 from __future__ import annotations
 
 import json
-import select
 import threading
 import time
 from typing import Any, Protocol, cast
@@ -81,8 +80,7 @@ class DockerSession:
             if left <= 0:
                 self._kill("timed_out")
                 deadline = time.monotonic() + BACKSTOP_S  # then wait for the EOF the kill causes
-            readable, _, _ = select.select([sock], [], [], max(left, 0.05))
-            if not readable:
+            if not self.container.readable(max(left, 0.05)):
                 continue
             data = sock.recv(65536)
             if not data:

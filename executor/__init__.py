@@ -4,7 +4,8 @@ Plain Python, no Django. The web app configures it once (webapp/executor_glue.py
 
     import executor
     executor.configure(backend="bwrap", caps=Limits(...), rootfs="/path/to/rootfs")
-    result = executor.run(RunSpec(code="print(1+1)"), limits=executor.caps().narrowed(wall_time_s=5))
+    limits = executor.caps().narrowed(wall_time_s=5)
+    result = executor.run(RunSpec(code="print(1+1)"), limits=limits)
 """
 
 from __future__ import annotations

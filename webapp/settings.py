@@ -23,7 +23,8 @@ from webapp.env import (
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(env_str("UNDOABLE_VAR_DIR", str(BASE_DIR / "var")))
+# Resolved: sandbox mounts refuse paths that go through a symlink.
+VAR_DIR = Path(env_str("UNDOABLE_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 
@@ -190,7 +191,7 @@ EXECUTOR_WORKDIR_QUOTA_MIB = env_int("EXECUTOR_WORKDIR_QUOTA_MIB", 256, minimum=
 EXECUTOR_EGRESS_ALLOW_PRIVATE = env_bool("EXECUTOR_EGRESS_ALLOW_PRIVATE", False)
 
 # --- Undoable kinds (fs, db, rest) -----------------------------------------------------------
-WORKSPACES_ROOT = Path(env_str("UNDOABLE_WORKSPACES_ROOT", str(VAR_DIR / "workspaces")))
+WORKSPACES_ROOT = Path(env_str("UNDOABLE_WORKSPACES_ROOT", str(VAR_DIR / "workspaces"))).resolve()
 # A db run's transaction is rolled back by itself if nobody chooses Keep or Undo in time.
 DB_PENDING_TIMEOUT_S = env_float("UNDOABLE_DB_PENDING_TIMEOUT_S", 600.0, minimum=1)
 # Single-user installs may point a query's workspace at one of these server folders.

@@ -54,7 +54,7 @@ def _client() -> openai.OpenAI:
     )
 
 
-def _complete(messages: list[dict[str, str]], tool: dict[str, Any] | None) -> Any:
+def _complete(messages: list[Any], tool: dict[str, Any] | None) -> Any:
     """One chat completion; maps every transport failure to an LLMError with plain words."""
     client = _client()
     options: dict[str, Any] = {}

@@ -10,6 +10,7 @@ import socket
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import close_old_connections
 from django.utils import timezone
@@ -173,7 +174,7 @@ def _finish_with_result(
     _finish(run, sink, status, error=" ".join(notes))
 
 
-def _finish(run: Run, sink: OutputSink, status: str, *, error: str) -> None:
+def _finish(run: Run, sink: OutputSink, status: Any, *, error: str) -> None:
     if error:
         sink.system(error + "\n")
     run.status = status

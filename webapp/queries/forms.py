@@ -50,6 +50,6 @@ class SaveBody(BaseModel):
 
 
 class RunBody(SaveBody):
-    direction: RunDirection = RunDirection.FORWARD
+    direction: RunDirection = RunDirection("forward")
     # Values for this run only; never stored. Only the query's credential_names are used.
     credentials: dict[str, str] = Field(default_factory=dict, max_length=50)

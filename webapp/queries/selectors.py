@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from typing import Any
+
 from django.db.models import QuerySet
 from django.http import Http404
 
 from webapp.queries.models import Query, Run, RunChunk
 
-User = AbstractBaseUser | AnonymousUser
+# request.user: a signed-in user or AnonymousUser (both have is_authenticated).
+User = Any
 
 
 def get_query_for_user(user: User, query_id: int) -> Query:

@@ -17,7 +17,7 @@ from django.utils import timezone
 from webapp import llm
 from webapp.credentials.handoff import credentials_stash
 from webapp.queries import cancel as cancel_signal
-from webapp.queries.models import Query, QueryKind, Run, RunDirection, RunStatus
+from webapp.queries.models import Query, Run, RunDirection, RunStatus
 from webapp.queries.publish import publish_run_event
 from webapp.queries.status import status_event
 
@@ -28,7 +28,7 @@ def query_create(
     *,
     owner: Any,
     prompt: str,
-    kind: str = QueryKind.PYTHON,
+    kind: str = "python",
     credential_names: list[str] | None = None,
 ) -> Query:
     """Ask the LLM for code and save the query with it.
@@ -44,7 +44,7 @@ def query_create(
     return query
 
 
-def query_create_blank(*, owner: Any, prompt: str = "", kind: str = QueryKind.PYTHON) -> Query:
+def query_create_blank(*, owner: Any, prompt: str = "", kind: str = "python") -> Query:
     """A query whose code the person writes by hand (no LLM involved)."""
     return Query.objects.create(owner=owner, prompt=prompt.strip() or "Written by hand", kind=kind)
 
@@ -110,7 +110,7 @@ def run_propose_fix(*, run: Run) -> llm.Fix:
     return llm.propose_fix(code=run.code, error_output=output, language=run.language)
 
 
-def run_create(*, query: Query, direction: str = RunDirection.FORWARD) -> Run:
+def run_create(*, query: Query, direction: str = "forward") -> Run:
     """Snapshot the query's current code into a queued Run."""
     code = query.forward_code if direction == RunDirection.FORWARD else query.reverse_code
     return Run.objects.create(
@@ -149,7 +149,7 @@ def run_start(*, run: Run, credentials: dict[str, str]) -> Run:
 def query_run(
     *,
     query: Query,
-    direction: str = RunDirection.FORWARD,
+    direction: str = "forward",
     credentials: dict[str, str] | None = None,
 ) -> Run:
     """Create and start a run of the query's current code."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -13,8 +14,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from pydantic import ValidationError
 
+from executor import BackendUnavailable
 from webapp import llm
-from webapp.executor_glue import executor_problem
+from webapp.executor_glue import ensure_executor, executor_problem
 from webapp.queries import services
 from webapp.queries.examples import EXAMPLE_PROMPTS
 from webapp.queries.forms import HandWrittenForm, PromptForm, RunBody, SaveBody
@@ -82,6 +84,17 @@ def query_create_blank(request: HttpRequest) -> HttpResponse:
     return redirect("queries:query-detail", query_id=query.pk)
 
 
+def _sandbox_problem() -> str | None:
+    """Why nothing can run, if the sandbox refused to start (embedded mode runs it here)."""
+    if settings.RUNNER != "threads":
+        return executor_problem()
+    try:
+        ensure_executor()
+    except BackendUnavailable as exc:
+        return str(exc)
+    return None
+
+
 @login_required
 @require_GET
 def query_detail(request: HttpRequest, query_id: int) -> HttpResponse:
@@ -96,7 +109,7 @@ def query_detail(request: HttpRequest, query_id: int) -> HttpResponse:
             "runs": runs,
             "latest": latest,
             "llm_configured": llm.llm_configured(),
-            "executor_problem": executor_problem(),
+            "executor_problem": _sandbox_problem(),
             "page_data": {
                 "queryId": query.pk,
                 "saveUrl": reverse("queries:query-save", args=[query.pk]),

@@ -155,6 +155,10 @@ def main() -> int:
         print(f"lost runs: {lost}, stuck runs: {stuck}, leaked sandboxes: {leaked}")
         print(f"total time {time.monotonic() - started:.1f} s")
         bad = lost or stuck or leaked or exec_failures or web_failures
+        if bad:
+            for name in ["web0", "web1", *topo.worker_names]:
+                errors = [line for line in topo.log(name).splitlines() if '"ERROR"' in line]
+                print(f"--- {name}: {len(errors)} error line(s)\n" + "\n".join(errors[-2:]))
         return 1 if bad else 0
     finally:
         topo.stop()

@@ -4,6 +4,8 @@
 runs against bwrap and against Docker. UNDOABLE_TEST_BACKENDS (comma list, default
 "bwrap,docker") narrows that; "unsandboxed" is accepted too, to try the suite itself against
 the unsafe backend (its deny tests must then fail; test_sabotage.py proves that on its own).
+UNDOABLE_SANDBOX_IMAGE picks another Docker image. A missing Docker engine or image skips the
+docker half, or fails it when UNDOABLE_REQUIRE_DOCKER=1 (CI).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from executor.backends.base import Backend
 from executor.errors import BackendUnavailable
 
 REPO = Path(__file__).resolve().parents[2]
-DOCKER_IMAGE = "undoable-sandbox:latest"
+DOCKER_IMAGE = os.environ.get("UNDOABLE_SANDBOX_IMAGE", "undoable-sandbox:latest")
 WARM_POOL_SIZE = 2
 DOCKER_SANDBOX_UID = 1000  # the image's user; Docker runs it as the same host uid
 # Where a backend could leave files or mounts behind on the host. Neither real backend keeps a

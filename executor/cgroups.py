@@ -20,8 +20,9 @@ logger = logging.getLogger(__name__)
 
 ROOT = "/sys/fs/cgroup"
 CONTROLLERS = ("memory", "pids", "cpu")
-# The supervisor, bwrap and `timeout` are charged too; give them room beyond the program's.
-MEMORY_OVERHEAD_BYTES = 32 * 1024 * 1024
+# The in-sandbox supervisor and bwrap need a few pids of their own beyond the program's. Memory
+# gets no such allowance: memory_mib is what the whole sandbox may hold, so the program can
+# never use more than the limit says (the supervisor's few MiB come out of the same budget).
 PIDS_OVERHEAD = 4
 CPU_PERIOD_US = 100_000
 _counter = itertools.count()
@@ -87,7 +88,7 @@ class SandboxCgroup:
     def apply(self, limits: Limits) -> None:
         """Set the limits (also on a warm sandbox just before its job)."""
         if "memory" in self.dirs:
-            limit = str(limits.memory_bytes + MEMORY_OVERHEAD_BYTES)
+            limit = str(limits.memory_bytes)
             self._write("memory", "memory.limit_in_bytes", limit)
             # No swap either: memory+swap capped at the same figure.
             self._write("memory", "memory.memsw.limit_in_bytes", limit, optional=True)

@@ -13,6 +13,8 @@ from typing import Any
 from executor.errors import InvalidLimits
 
 NETWORK_MODES = ("none", "allowlist")
+# Seconds keep their fractions; every other limit is a whole count of its unit.
+_SECONDS_FIELDS = frozenset({"wall_time_s", "cpu_time_s"})
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ class Limits:
                 raise InvalidLimits(f"{name} must be a positive number, got {value!r}")
             if value > cap:
                 raise InvalidLimits(f"{name}={value} is above the server cap of {cap}")
-            changes[name] = type(cap)(value) if isinstance(cap, int) else float(value)
+            changes[name] = float(value) if name in _SECONDS_FIELDS else int(value)
         return dataclasses.replace(self, **changes)
 
     @property

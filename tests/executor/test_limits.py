@@ -80,11 +80,6 @@ def test_none_in_a_request_keeps_the_cap() -> None:
     assert caps.narrowed(wall_time_s=None) == caps
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="executor/limits.py bug: narrowed() casts to the cap's type, so a cap configured as "
-    "an int (wall_time_s=10) truncates a requested 2.5 s to 2 s",
-)
 def test_a_seconds_limit_keeps_its_fraction_when_the_cap_was_an_int() -> None:
     narrowed = Limits(wall_time_s=10).narrowed(wall_time_s=2.5)
 

@@ -8,7 +8,7 @@ SANDBOX_IMAGE ?= undoable-sandbox:latest
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-unit test-browser bench loadtest lint format sandbox-image sandbox-rootfs \
+.PHONY: run test test-unit test-browser test-sabotage test-fault bench loadtest lint format sandbox-image sandbox-rootfs \
         docker-image prereqs migrate frontend clean
 
 $(VENV)/.installed: pyproject.toml
@@ -46,6 +46,9 @@ test-unit: $(VENV)/.installed
 # Playwright's sync API runs its own event loop; keep it out of the asyncio tests' process.
 test-browser: $(VENV)/.installed
 	$(PY) -m pytest -m browser $(PYTEST_ARGS)
+
+test-sabotage: $(VENV)/.installed
+	$(PY) -m pytest -m sabotage $(PYTEST_ARGS)
 
 test-fault: $(VENV)/.installed
 	$(PY) -m pytest -m fault $(PYTEST_ARGS)

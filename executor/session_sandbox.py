@@ -2,10 +2,10 @@
 
 Built on the shared policy (executor/policy/bwrap_args.py): the same namespaces, seccomp
 filter, read-only root, cgroups and rlimits as a single-use run, with two local changes that a
-session needs: /workspace is a host directory bound read-write (so files can be put and fetched
-from the host side) instead of a private tmpfs, and the program is the REPL driver
-(executor/session_driver.py). The `timeout -s KILL` wrapper of the policy bounds the session's
-whole life even if this process dies.
+session needs (parameters of the policy's bwrap_argv): /workspace is a host directory bound
+read-write (so files can be put and fetched from the host side) instead of a private tmpfs, and
+the program is the REPL driver (executor/session_driver.py). The `timeout -s KILL` wrapper of
+the policy bounds the session's whole life even if this process dies.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 from executor.cgroups import SandboxCgroup
 from executor.errors import SandboxFailed
 from executor.limits import Limits
-from executor.policy.bwrap_args import WORKDIR, SandboxFds, bwrap_argv, program_rlimits
+from executor.policy.bwrap_args import SandboxFds, bwrap_argv, program_rlimits
 from executor.policy.seccomp import seccomp_pipe
 
 _JOIN_CGROUPS = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo 0 > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'  # noqa: E501
@@ -52,21 +52,23 @@ def driver_source() -> str:
 def session_argv(
     *, rootfs: str, workdir: str, limits: Limits, fds: SandboxFds, lifetime_s: float, config: str
 ) -> list[str]:
-    """The policy's argv with the workspace bound from the host and the REPL driver as program."""
-    argv = bwrap_argv(rootfs=rootfs, limits=limits, fds=fds, hard_limit_s=lifetime_s)
-    at = next((i for i, a in enumerate(argv) if a == "--tmpfs" and argv[i + 1] == WORKDIR), -1)
-    if at < 4 or argv[at - 4] != "--size" or argv[at - 2] != "--perms":
-        raise SandboxFailed("the bwrap policy changed shape; update session_argv")
-    argv[at - 4 : at + 2] = ["--bind", workdir, WORKDIR]
-    # bwrap's own init (PID 1) reaps the orphans that bash cells leave behind; the driver is
-    # the user's own process anyway, so it gains nothing from being PID 1.
-    argv.remove("--as-pid-1")
-    sep = argv.index("--")
-    env: list[str] = []
-    for key, value in SESSION_ENV.items():
-        env += ["--setenv", key, value]
+    """The policy's argv with the workspace bound from the host and the REPL driver as program.
+
+    Not PID 1: bwrap's own init reaps the orphans that bash cells leave behind; the driver is
+    the user's own process anyway, so it gains nothing from being PID 1. No `-I` either: it
+    would ignore SESSION_ENV's PYTHON* variables and pip's user site in /workspace/.local.
+    """
     program = ["/usr/bin/python3", "-c", driver_source(), str(fds.job), str(fds.status), config]
-    return [*argv[:sep], *env, "--", *program]
+    return bwrap_argv(
+        rootfs=rootfs,
+        limits=limits,
+        fds=fds,
+        hard_limit_s=lifetime_s,
+        workdir_bind=Path(workdir),
+        command=program,
+        extra_env=SESSION_ENV,
+        as_pid_1=False,
+    )
 
 
 class SessionSandbox:

@@ -196,7 +196,8 @@ class SessionManager:
             if len(self._sessions) >= self.config.max_sessions:
                 raise NoCapacity("this worker holds as many sessions as it may")
         session_id = secrets.token_hex(12)
-        base = os.path.join(self.config.root_dir, session_id)
+        # Canonical: the policy binds only a canonical folder (no symlink on the way).
+        base = os.path.join(os.path.realpath(self.config.root_dir), session_id)
         workdir = os.path.join(base, "workspace")
         os.makedirs(workdir, mode=0o700)
         os.chmod(base, 0o711)  # noqa: S103

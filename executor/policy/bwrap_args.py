@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import os
 import resource
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from executor.errors import InvalidLimits
+from executor.errors import InvalidLimits, InvalidSpec
 from executor.limits import Limits
-from executor.policy.mounts import WORKSPACE_DIR, Mount, bwrap_mount_args
+from executor.policy.mounts import WORKSPACE_DIR, Mount, bwrap_mount_args, check_mounts
 
 SANDBOX_UID = 1000  # the `sandbox` user of the root filesystem
 WORKDIR = WORKSPACE_DIR
@@ -53,18 +53,41 @@ def bwrap_argv(
     fds: SandboxFds,
     hard_limit_s: float,
     mounts: Sequence[Mount] = (),
+    workdir_bind: Path | None = None,
+    command: Sequence[str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    as_pid_1: bool = True,
 ) -> list[str]:
-    """The full command: `timeout -s KILL` around bwrap around the in-sandbox driver.
+    """The full command: `timeout -s KILL` around bwrap around the in-sandbox program.
 
     `hard_limit_s` bounds the sandbox's whole life even if the calling process is wedged
     (if it dies, --die-with-parent fires when `timeout` goes too). `mounts` (checked by
     executor/policy/mounts.py) are bound over the scratch tmpfs, before everything is
     remounted read-only.
+
+    What a long-lived session changes (executor/session_sandbox.py):
+    `workdir_bind`: a host folder (canonical, existing) bound read-write as /workspace instead
+        of the private tmpfs, so the host can put and fetch files.
+    `command`: the in-sandbox program (absolute path first) instead of the one-shot driver.
+    `extra_env`: variables set after BASE_ENV, for the program only.
+    `as_pid_1`: False lets bwrap's own init be PID 1 and reap the orphans the program leaves.
     """
     if limits.network != "none":
         raise InvalidLimits("the bwrap backend only supports network='none' for now")
     if not os.path.isabs(rootfs):
         raise InvalidLimits(f"rootfs must be an absolute path, not {rootfs!r}")
+    program = _driver_command(fds) if command is None else _checked_command(command)
+    env = {**BASE_ENV, **_checked_env(extra_env or {})}
+    own = [Mount(workdir_bind, WORKDIR, writable=True)] if workdir_bind is not None else []
+    check_mounts([*own, *mounts])  # one mount per destination, the workdir bind included
+    # Private, size-capped scratch space unless a host folder is bound there (checked like
+    # any mount: absolute, canonical, an existing folder). Nothing else from the host is writable.
+    workdir_quota = str(limits.workdir_quota_mib * 1024 * 1024)
+    workdir = (
+        bwrap_mount_args(own)
+        if own
+        else ["--size", workdir_quota, "--perms", "0700", "--tmpfs", WORKDIR]
+    )
     outer = ["timeout", "-s", "KILL", f"{int(hard_limit_s + HARD_KILL_GRACE_S)}s"]
     return [
         *outer,
@@ -75,7 +98,7 @@ def bwrap_argv(
         "--disable-userns",
         "--new-session",
         "--die-with-parent",
-        "--as-pid-1",
+        *(["--as-pid-1"] if as_pid_1 else []),
         "--uid",
         str(SANDBOX_UID),
         "--gid",
@@ -94,13 +117,7 @@ def bwrap_argv(
         str(DEV_SHM_BYTES),
         "--tmpfs",
         "/dev/shm",
-        # Private, size-capped scratch space; nothing from the host is writable.
-        "--size",
-        str(limits.workdir_quota_mib * 1024 * 1024),
-        "--perms",
-        "0700",
-        "--tmpfs",
-        WORKDIR,
+        *workdir,
         "--size",
         str(limits.tmp_quota_mib * 1024 * 1024),
         "--perms",
@@ -118,16 +135,29 @@ def bwrap_argv(
         "ALL",
         "--seccomp",
         str(fds.seccomp),
-        # bwrap itself starts with an empty environment; these reach the driver only.
-        *_setenv(BASE_ENV),
+        # bwrap itself starts with an empty environment; these reach the program only.
+        *_setenv(env),
+        # Everything after "--" is the program's argv, never a bwrap option.
         "--",
-        "/usr/bin/python3",
-        "-I",
-        "-c",
-        driver_source(),
-        str(fds.job),
-        str(fds.status),
+        *program,
     ]
+
+
+def _driver_command(fds: SandboxFds) -> list[str]:
+    return ["/usr/bin/python3", "-I", "-c", driver_source(), str(fds.job), str(fds.status)]
+
+
+def _checked_command(command: Sequence[str]) -> list[str]:
+    if isinstance(command, str) or not command or not os.path.isabs(command[0]):
+        raise InvalidSpec(f"the sandbox command needs an absolute program first: {command!r}")
+    return list(command)
+
+
+def _checked_env(env: Mapping[str, str]) -> Mapping[str, str]:
+    for key in env:
+        if not key or "=" in key or "\0" in key:
+            raise InvalidSpec(f"bad environment variable name {key!r}")
+    return env
 
 
 def _setenv(env: dict[str, str]) -> list[str]:

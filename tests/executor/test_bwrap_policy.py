@@ -290,3 +290,103 @@ def test_a_hostile_host_folder_name_stays_one_argument(folder):
 def test_bwrap_argv_checks_its_mounts_too(folder):
     with pytest.raises(InvalidSpec):
         argv(mounts=[Mount(folder, "/etc", writable=True)])
+
+
+# -- what a session changes: workdir bind, own command, extra env, not PID 1 -------------------
+
+SESSION_COMMAND = ["/usr/bin/python3", "-c", "print('repl')", "8", "9", "{}"]
+
+
+def session_argv(folder: Path | None = None, **overrides) -> list[str]:
+    return bwrap_argv(
+        rootfs=ROOTFS,
+        limits=Limits(),
+        fds=FDS,
+        hard_limit_s=10,
+        workdir_bind=folder,
+        **overrides,
+    )
+
+
+def test_a_workdir_bind_replaces_the_workspace_tmpfs_with_the_host_folder(folder):
+    args = bwrap_part(session_argv(folder))
+    assert "/workspace" not in option_values(args, "--tmpfs")
+    assert "0700" not in option_values(args, "--perms")
+    bind = args.index("--bind")
+    assert args[bind : bind + 3] == ["--bind", str(folder), "/workspace"]
+    assert bind < args.index("--remount-ro")
+    assert option_values(args, "--chdir") == ["/workspace"]
+
+
+def test_a_workdir_bind_with_spaces_and_a_leading_dash_stays_one_argument(folder):
+    hostile = folder / "-x --bind .. host"
+    os.mkdir(hostile)
+    args = bwrap_part(session_argv(hostile))
+    assert option_values(args, "--bind") == [str(hostile)]
+    assert "host" not in args
+
+
+def test_it_refuses_a_relative_workdir_bind(folder, monkeypatch):
+    monkeypatch.chdir(folder.parent)
+    for relative in (Path("tree"), Path("--bind")):
+        with pytest.raises(InvalidSpec, match="absolute"):
+            session_argv(relative)
+
+
+def test_it_refuses_a_symlinked_workdir_bind(folder):
+    link = folder.parent / "link"
+    link.symlink_to("/")
+    with pytest.raises(InvalidSpec, match="canonical"):
+        session_argv(link)
+
+
+def test_it_refuses_a_workdir_bind_and_a_workspace_mount_together(folder):
+    with pytest.raises(InvalidSpec, match="two mounts"):
+        session_argv(folder, mounts=[Mount(folder, "/workspace")])
+
+
+def test_a_command_replaces_the_one_shot_driver_after_the_separator():
+    args = session_argv(command=SESSION_COMMAND)
+    assert args[-len(SESSION_COMMAND) - 1 :] == ["--", *SESSION_COMMAND]
+    assert driver_source() not in args
+
+
+def test_a_command_argument_with_a_leading_dash_is_never_a_bwrap_option():
+    args = session_argv(command=["/bin/echo", "--bind", "/", "/host"])
+    assert args[-5:] == ["--", "/bin/echo", "--bind", "/", "/host"]
+    assert option_values(bwrap_part(args), "--bind") == []
+
+
+@pytest.mark.parametrize("command", [[], ["python3", "-c", "1"], "/bin/sh -c id"])
+def test_it_refuses_a_command_without_an_absolute_program(command):
+    with pytest.raises(InvalidSpec, match="absolute program"):
+        session_argv(command=command)
+
+
+def test_extra_env_comes_after_the_base_environment():
+    args = bwrap_part(session_argv(extra_env={"PIP_USER": "1"}))
+    assert option_values(args, "--setenv") == [*BASE_ENV, "PIP_USER"]
+    assert args[args.index("PIP_USER") + 1] == "1"
+
+
+@pytest.mark.parametrize("name", ["", "A=B", "A\0B"])
+def test_it_refuses_a_bad_extra_env_name(name):
+    with pytest.raises(InvalidSpec, match="environment variable"):
+        session_argv(extra_env={name: "x"})
+
+
+def test_the_program_is_pid_1_unless_told_otherwise():
+    assert "--as-pid-1" in bwrap_part(argv())
+    assert "--as-pid-1" not in bwrap_part(session_argv(as_pid_1=False))
+
+
+def test_a_session_keeps_every_other_part_of_the_policy(folder):
+    one_shot = bwrap_part(argv())
+    session = bwrap_part(
+        session_argv(folder, command=SESSION_COMMAND, extra_env={"X": "1"}, as_pid_1=False)
+    )
+    workspace_tmpfs = one_shot.index("/workspace") - 5
+    expected = [*one_shot[:workspace_tmpfs], "--bind", str(folder), "/workspace",
+                *one_shot[workspace_tmpfs + 6 :], "--setenv", "X", "1"]  # fmt: skip
+    expected.remove("--as-pid-1")
+    assert session == expected

@@ -36,3 +36,27 @@ def docker_missing() -> Callable[[str], NoReturn]:
         pytest.skip(f"{reason} (set UNDOABLE_REQUIRE_DOCKER=1 to make this a failure)")
 
     return missing
+
+
+# --- database ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """A file-based SQLite test database in a fresh folder instead of the in-memory one:
+    runner threads and Celery worker processes must see the same committed rows, and a fresh
+    folder means no WAL file of an earlier run can be mistaken for this one's."""
+    import tempfile
+
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        folder = Path(tempfile.mkdtemp(prefix="undoable-testdb-"))
+        db.setdefault("TEST", {})["NAME"] = str(folder / "test.sqlite3")
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings) -> None:
+    # PBKDF2's deliberate slowness buys nothing in tests; browser tests' servers keep it.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

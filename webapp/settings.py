@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "webapp.shares",
     "webapp.agents",
     "webapp.workspaces",
+    "webapp.reliability",
 ]
 
 MIDDLEWARE = [
@@ -100,14 +101,40 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = env_secret("DATABASE_URL")
+
+
+# Runs stream chunks from worker threads while pages read: wait for the write lock; WAL keeps
+# each chunk's commit under a millisecond, so live output stays live.
+_SQLITE_OPTIONS = {
+    "timeout": 20,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+}
+
+
+def _database_from_url(url: str) -> dict:
+    config = dj_database_url.parse(url)
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        config["OPTIONS"] = dict(_SQLITE_OPTIONS)
+    elif config["ENGINE"] == "django.db.backends.postgresql":
+        # ASGI serves requests from thread pools; persistent per-thread connections would
+        # exhaust PostgreSQL's max_connections under load. psycopg's pool shares a bounded set.
+        config["CONN_MAX_AGE"] = 0
+        config.setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1,
+            "max_size": env_int("UNDOABLE_DB_POOL_SIZE", 10, minimum=1),
+            "timeout": 30,
+        }
+    return config
+
+
 DATABASES = {
-    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+    "default": _database_from_url(DATABASE_URL)
     if DATABASE_URL
     else {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": VAR_DIR / "db.sqlite3",
-        # Runs stream chunks from worker threads while pages read: wait for the write lock.
-        "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+        "OPTIONS": dict(_SQLITE_OPTIONS),
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -153,7 +180,12 @@ RUNNER_THREADS = env_int("UNDOABLE_RUNNER_THREADS", 4, minimum=1)
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
+        # redis-py's default 5 s socket timeout drops idle websocket consumers (error 1011).
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
+            "capacity": 1500,
+            "expiry": 30,
+        },
     }
     if REDIS_URL
     else {"BACKEND": "channels.layers.InMemoryChannelLayer"}
@@ -173,6 +205,14 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # Credentials travel to Celery workers under a one-shot Redis key with this lifetime.
 CREDENTIAL_TTL_S = env_int("UNDOABLE_CREDENTIAL_TTL_S", 120, minimum=5)
+
+# A worker touches Run.heartbeat_at this often; a running run silent for RUN_LOST_AFTER_S is
+# failed as "worker lost" by the reaper (every REAPER_INTERVAL_S on each worker); a run queued
+# longer than RUN_QUEUED_TIMEOUT_S never found a worker.
+RUN_HEARTBEAT_INTERVAL_S = env_float("UNDOABLE_RUN_HEARTBEAT_INTERVAL_S", 2.0, minimum=0.1)
+RUN_LOST_AFTER_S = env_float("UNDOABLE_RUN_LOST_AFTER_S", 30.0, minimum=1)
+RUN_QUEUED_TIMEOUT_S = env_float("UNDOABLE_RUN_QUEUED_TIMEOUT_S", 3600.0, minimum=1)
+REAPER_INTERVAL_S = env_float("UNDOABLE_REAPER_INTERVAL_S", 5.0, minimum=0.1)
 
 # --- Sandbox -------------------------------------------------------------------------------
 EXECUTOR_BACKEND = env_choice("EXECUTOR_BACKEND", "bwrap", ("bwrap", "docker"))

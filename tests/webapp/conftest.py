@@ -6,28 +6,13 @@ Personas: `owner` (has the data under test) and `stranger` (another signed-in us
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from django.test import Client, override_settings
 
 from tests.factories import UserFactory
 from tests.fakes.llm_server import FakeLLMServer
-
-
-@pytest.fixture(scope="session")
-def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
-    """A file-based SQLite test database instead of the in-memory one: runner threads and
-    Celery worker processes must see the same committed data (in-memory shared-cache SQLite
-    takes table locks that ignore the busy timeout)."""
-    from django.conf import settings
-
-    db = settings.DATABASES["default"]
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        folder = Path(tempfile.mkdtemp(prefix="undoable-testdb-"))
-        db.setdefault("TEST", {})["NAME"] = str(folder / "test.sqlite3")
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from tests.factories import QueryFactory, RunChunkFactory, RunFactory, UserFactory
 from tests.webapp.shares.factories import ShareFactory
+from webapp.agents.tokens import token_create
 from webapp.asgi import application
 from webapp.queries.models import RunStatus
 from webapp.shares.services import share_revoke
@@ -33,7 +34,7 @@ NOT_HERE = ("admin:", "social:", "api:")
 CSRF_EXEMPT = {"healthz"}
 # URLs whose object is public to anyone holding the link (a live share).
 PUBLIC_BY_LINK = {"shares:detail", "shares:fork"}
-PARAMS = {"query_id", "run_id", "token", "change_id"}
+PARAMS = {"query_id", "run_id", "token", "change_id", "token_id"}
 
 
 def app_urls() -> dict[str, list[str]]:
@@ -67,7 +68,15 @@ def world(owner) -> dict[str, Any]:
     revoked = ShareFactory(query=query)
     share_revoke(share=revoked)
     share = ShareFactory(query=query)
-    return {"query": query, "run": run, "change": change, "share": share, "revoked": revoked}
+    api_token = token_create(owner=owner, name="owner's agent").token
+    return {
+        "query": query,
+        "run": run,
+        "change": change,
+        "share": share,
+        "revoked": revoked,
+        "api_token": api_token,
+    }
 
 
 def url_for(name: str, world: dict[str, Any], *, revoked: bool = False) -> str:
@@ -77,6 +86,7 @@ def url_for(name: str, world: dict[str, Any], *, revoked: bool = False) -> str:
         "run_id": world["run"].pk,
         "change_id": world["change"].pk,
         "token": share.token,
+        "token_id": world["api_token"].pk,
     }
     return reverse(name, kwargs={param: values[param] for param in URLS[name]})
 

@@ -44,7 +44,7 @@ RUN apt-get update -qq \
     && mkdir -p /var/lib/postgresql/data /var/run/postgresql \
     && chown -R postgres:postgres /var/lib/postgresql /var/run/postgresql
 # Executable in git; the classic builder keeps the mode.
-COPY docker/postgres-entrypoint.sh /usr/local/bin/postgres-entrypoint.sh
+COPY postgres-entrypoint.sh /usr/local/bin/postgres-entrypoint.sh
 USER postgres
 ENV PGDATA=/var/lib/postgresql/data PATH=/usr/lib/postgresql/15/bin:$PATH
 EXPOSE 5432

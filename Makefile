@@ -8,7 +8,7 @@ SANDBOX_IMAGE ?= undoable-sandbox:latest
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-unit test-browser test-sabotage test-fault bench loadtest lint format sandbox-image sandbox-rootfs \
+.PHONY: run test test-unit test-browser test-sabotage test-fault compose-smoke bench loadtest lint format sandbox-image sandbox-rootfs \
         docker-image prereqs migrate frontend clean
 
 $(VENV)/.installed: pyproject.toml
@@ -38,7 +38,7 @@ migrate: $(VENV)/.installed
 run: $(VENV)/.installed sandbox-rootfs migrate
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) webapp.asgi:application
 
-test: $(VENV)/.installed sandbox-rootfs test-unit test-browser
+test: $(VENV)/.installed sandbox-rootfs test-unit test-browser test-fault
 
 test-unit: $(VENV)/.installed
 	$(PY) -m pytest -m "not browser and not fault" $(PYTEST_ARGS)
@@ -57,6 +57,10 @@ bench: $(VENV)/.installed sandbox-rootfs
 	$(PY) tests/bench/bench_executor.py
 	$(PY) tests/bench/bench_api.py
 	$(PY) tests/bench/bench_stream.py
+
+# Build and start the docker-compose topology from local images only, run code, tear it down.
+compose-smoke: sandbox-image
+	bash tests/fault/compose_smoke.sh
 
 loadtest: $(VENV)/.installed sandbox-rootfs
 	$(PY) tests/bench/loadtest.py

@@ -1,9 +1,11 @@
-"""Started bwrap sandboxes, and the warm pool that keeps a few waiting for their one job.
+"""Started bwrap sandboxes, the warm pool that keeps a few waiting for their one job, and the
+reaper that destroys them after it.
 
 A `Sandbox` is one bwrap process tree whose in-sandbox driver (executor/policy/driver.py) has
 a python3 interpreter up and is blocked on its job pipe. A cold run starts one and sends the
 job at once; the warm pool starts them ahead of time so a run only pays for a fork. Every
-sandbox runs exactly one job and is then destroyed: nothing carries over between runs.
+sandbox runs exactly one job and is then destroyed: nothing carries over between runs. The
+`Reaper` does that destruction off the run's path, so a result does not wait for it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ from executor.policy.mounts import Mount
 from executor.policy.seccomp import seccomp_pipe
 
 logger = logging.getLogger(__name__)
+
+# How long a sandbox whose supervisor has reported gets to end on its own before it is killed.
+_EXIT_GRACE_S = 1.0
+# Teardowns queued at most; past that a run tears its sandbox down itself (backpressure).
+REAPER_MAX_PENDING = 32
 
 # Joins the sandbox's cgroups before anything else starts, so no process escapes them.
 _JOIN_CGROUPS = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo 0 > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'  # noqa: E501
@@ -163,11 +170,18 @@ class Sandbox:
         if self.cgroup is not None:
             self.cgroup.kill_all()
 
-    def destroy(self) -> None:
-        """Kill whatever is left, reap, close our pipe ends and remove the cgroups."""
+    def destroy(self, *, exiting: bool = False) -> None:
+        """Kill whatever is left, reap, close our pipe ends and remove the cgroups.
+
+        `exiting`: the supervisor has reported and is ending the sandbox itself; let bwrap reap
+        its children and exit (killing bwrap first would orphan them) before killing anything.
+        """
         if self._destroyed:
             return
         self._destroyed = True
+        if exiting and not self._killed:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=_EXIT_GRACE_S)
         if self.proc.poll() is None:
             if not self._killed:
                 self.kill()
@@ -264,3 +278,61 @@ class WarmPool:
         self._thread.join(timeout=15)
         for sandbox in drained:
             sandbox.destroy()
+
+
+class Reaper:
+    """Destroys used sandboxes on a background thread; `wait_idle` / `close` wait for it.
+
+    Every submitted sandbox is destroyed: by the thread, or by the caller itself when the
+    queue is full or the reaper is closed, so teardown can lag behind runs but never be lost.
+    """
+
+    def __init__(self, max_pending: int = REAPER_MAX_PENDING) -> None:
+        self._max_pending = max_pending
+        self._queue: collections.deque[tuple[Sandbox, bool]] = collections.deque()
+        self._pending = 0  # queued plus the one being destroyed
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._reap, name="bwrap-reaper", daemon=True)
+        self._thread.start()
+
+    def submit(self, sandbox: Sandbox, *, exiting: bool) -> None:
+        """Destroy `sandbox` soon (see Sandbox.destroy for `exiting`)."""
+        with self._cond:
+            inline = self._closed or self._pending >= self._max_pending
+            if not inline:
+                self._queue.append((sandbox, exiting))
+                self._pending += 1
+                self._cond.notify_all()
+        if inline:
+            sandbox.destroy(exiting=exiting)
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Block until every submitted sandbox is destroyed; False if `timeout_s` passed first."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending == 0, timeout_s)
+
+    def close(self) -> None:
+        """Destroy what is queued, then stop; later submits are destroyed by their caller."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join()
+
+    def _reap(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._queue or self._closed)
+                if not self._queue:
+                    return  # closed and drained
+                sandbox, exiting = self._queue.popleft()
+            try:
+                sandbox.destroy(exiting=exiting)
+            except Exception:
+                # Logged, not raised: the next sandboxes must still be torn down. The hard
+                # `timeout -s KILL` still ends this one's processes.
+                logger.exception("sandbox teardown failed")
+            finally:
+                with self._cond:
+                    self._pending -= 1
+                    self._cond.notify_all()

@@ -1,4 +1,9 @@
-"""The bubblewrap backend: every run in a fresh single-use sandbox (see executor/policy/)."""
+"""The bubblewrap backend: every run in a fresh single-use sandbox (see executor/policy/).
+
+A run returns as soon as the program's exit status and output are in; its sandbox is then
+killed, reaped and its cgroups removed on a background thread (bwrap_pool.Reaper). `close()`
+and `wait_idle()` wait for those teardowns, so "nothing is left" holds once they return.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +18,8 @@ from dataclasses import dataclass
 
 from executor import cgroups
 from executor.backends.base import OutputCallback
-from executor.backends.bwrap_loop import RunLoop
-from executor.bwrap_pool import Sandbox, WarmPool
+from executor.backends.bwrap_loop import Outcome, RunLoop
+from executor.bwrap_pool import Reaper, Sandbox, WarmPool
 from executor.cancel import CancelToken
 from executor.errors import BackendUnavailable, InvalidLimits, InvalidSpec, SandboxFailed
 from executor.limits import Limits
@@ -70,6 +75,7 @@ class BwrapBackend:
         self._pool_max_idle_s = pool_max_idle_s
         self._pool: WarmPool | None = None
         self._pool_size = warm_pool_size
+        self._reaper = Reaper()
         # How many runs took a warm sandbox vs started one (benchmarks and tests read this).
         self.stats = {"warm": 0, "cold": 0}
 
@@ -131,10 +137,17 @@ class BwrapBackend:
         """Block until the warm pool is full (benchmarks and tests warm up with this)."""
         return self._pool.wait_full(timeout_s) if self._pool is not None else True
 
+    def wait_idle(self, timeout_s: float = 30.0) -> bool:
+        """Block until every used sandbox is torn down (processes, cgroups, mounts gone);
+        False if `timeout_s` passed first. Tests check for leftovers after this."""
+        return self._reaper.wait_idle(timeout_s)
+
     def close(self) -> None:
+        """Stop the warm pool and wait until every sandbox of this backend is torn down."""
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+        self._reaper.close()
 
     def _pool_fits(self, limits: Limits) -> bool:
         pool = self.pool_limits
@@ -179,6 +192,7 @@ class BwrapBackend:
         on_output: OutputCallback | None,
         cancel: CancelToken | None,
     ) -> RunResult:
+        outcome: Outcome | None = None
         try:
             if sandbox.cgroup is not None:
                 sandbox.cgroup.apply(limits)
@@ -188,13 +202,17 @@ class BwrapBackend:
             pump = OutputPump(on_output, limits.max_output_bytes)
             loop = RunLoop(sandbox, pump, limits.wall_time_s, self.term_grace_s)
             outcome = loop.run(job.payload, job.stdin, cancel)
+            # Read before teardown removes the cgroup; an OOM kill of the program is counted
+            # before the supervisor can report its status.
             oom = sandbox.cgroup.oom_killed() if sandbox.cgroup is not None else False
         finally:
-            sandbox.destroy()
+            # Always torn down, off this thread: the result need not wait for bwrap to exit.
+            reported = outcome is not None and outcome.status is not None
+            self._reaper.submit(sandbox, exiting=reported)
         status = outcome.status
         if status is None:
             if not (outcome.killed or oom):
-                detail = sandbox.failure_detail() or pump.stderr[-2000:]
+                detail = pump.stderr[-2000:]  # bwrap's own complaint shares the stderr pipe
                 raise SandboxFailed(f"sandbox exited without a program status: {detail}")
             exit_code, sig = None, signal.SIGKILL.value
         elif os.WIFSIGNALED(status):

@@ -3,6 +3,11 @@
 Single-threaded over one selector; other threads (a CancelToken) only wake it through a pipe.
 Stopping is SIGTERM to the program, then SIGKILL to the whole sandbox after a grace period
 (at once when the output cap is hit).
+
+The loop ends as soon as the supervisor reports the program's wait status: the program wrote
+all its output into the pipes before it exited, so what is buffered there is read without
+blocking and the run is over. It does not wait for bwrap and `timeout` to exit (they hold the
+pipes open until then); tearing the sandbox down is the caller's job (a background reaper).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import errno
 import os
 import selectors
 import signal
+import threading
 import time
 from dataclasses import dataclass
 
@@ -51,18 +57,19 @@ class RunLoop:
         proc = self.sandbox.proc
         assert proc.stdin and proc.stdout and proc.stderr
         self._stdin_fd = proc.stdin.fileno()
-        wake_r, wake_w = os.pipe()
+        waker = _Waker()
         sel = selectors.DefaultSelector()
         writers = {self.sandbox.job_w: memoryview(payload), proc.stdin.fileno(): memoryview(stdin)}
         for fd in writers:
             os.set_blocking(fd, False)
             sel.register(fd, selectors.EVENT_WRITE, "write")
         for fd, name in ((proc.stdout.fileno(), "stdout"), (proc.stderr.fileno(), "stderr")):
+            os.set_blocking(fd, False)  # drained without blocking once the status is in
             sel.register(fd, selectors.EVENT_READ, name)
         sel.register(self.sandbox.status_r, selectors.EVENT_READ, "status")
-        sel.register(wake_r, selectors.EVENT_READ, "wake")
+        sel.register(waker.read_fd, selectors.EVENT_READ, "wake")
         if cancel is not None:
-            cancel.on_cancel(lambda: _wake(wake_w))
+            cancel.on_cancel(waker.wake)
         start = time.monotonic()
         deadline = start + self.wall_s
         readers = 3
@@ -97,15 +104,30 @@ class RunLoop:
                             self._on_status(data, start)
                         elif not self.pump.feed(what, data) and not self.killed:
                             self._stop(time.monotonic(), 0.0)
+                if self.status is not None and not self.killed:
+                    self._drain(sel)
+                    break
             end = self._end or time.monotonic()
         finally:
             sel.close()
             for fd in writers:
                 self._close_writer(fd)
-            os.close(wake_r)
-            os.close(wake_w)
+            waker.close()
             self.pump.close()
         return Outcome(self.status, self.timed_out, self.cancelled, self.killed, end - start)
+
+    def _drain(self, sel: selectors.BaseSelector) -> None:
+        """Read what the program left in its output pipes, up to the cap, without blocking."""
+        for key in list(sel.get_map().values()):
+            if key.data not in ("stdout", "stderr"):
+                continue
+            while True:
+                try:
+                    data = os.read(key.fd, _READ)
+                except BlockingIOError:
+                    break  # empty: a leftover process may still hold the pipe open
+                if not data or not self.pump.feed(key.data, data):
+                    break
 
     def _on_status(self, data: bytes, start: float) -> None:
         self._status_buf += data
@@ -160,7 +182,26 @@ class RunLoop:
         self._kill_at = now + _DRAIN_S
 
 
-def _wake(fd: int) -> None:
-    # The run may have finished already and closed its wake pipe.
-    with contextlib.suppress(OSError):
-        os.write(fd, b"x")
+class _Waker:
+    """Wakes the loop from a CancelToken's thread; harmless once the run is over.
+
+    The token may fire after the run has closed its pipe, when the fd number may already
+    belong to another run's pipe: the lock and flag make sure nothing is written then.
+    """
+
+    def __init__(self) -> None:
+        self.read_fd, self._write_fd = os.pipe()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def wake(self) -> None:
+        with self._lock:
+            if not self._closed:
+                with contextlib.suppress(OSError):
+                    os.write(self._write_fd, b"x")
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            os.close(self.read_fd)
+            os.close(self._write_fd)

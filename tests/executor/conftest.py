@@ -87,6 +87,9 @@ def sandbox(backend: Backend, request: pytest.FixtureRequest) -> Iterator[Sandbo
     )
     before = _host_traces()
     yield runner
+    # bwrap tears used sandboxes down in the background: judge what is left once it is done.
+    wait_idle = getattr(backend, "wait_idle", None)
+    assert wait_idle is None or wait_idle(30.0), "used sandboxes were not torn down in 30 s"
     assert runner.leftovers() == [], "processes of the test's runs are still alive on the host"
     assert _host_traces() - before == set(), "the runs left files or mounts on the host"
     settle = getattr(backend, "settle", None)

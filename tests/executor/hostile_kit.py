@@ -73,6 +73,9 @@ def run_case(backend: Backend, case: DenyCase, bait: Bait) -> tuple[RunResult, l
     )
     limits = case.run_limits
     result = backend.run(spec, limits=limits)
+    # Checks look at the host (e.g. no daemon survives): judge it once teardown is done.
+    wait_idle = getattr(backend, "wait_idle", None)
+    assert wait_idle is None or wait_idle(30.0), "the run's sandbox was not torn down in 30 s"
     return result, case.check(result, bait, limits)
 
 

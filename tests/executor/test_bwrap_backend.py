@@ -15,6 +15,7 @@ import pytest
 
 from executor import CancelToken, Limits, RunSpec, create_backend
 from executor.backends.bwrap import BwrapBackend
+from executor.bwrap_pool import Reaper
 from executor.errors import BackendUnavailable, InvalidSpec
 from executor.policy.mounts import CONTROL_DIR, Mount
 
@@ -118,6 +119,7 @@ def test_a_double_forked_daemon_is_gone_when_the_run_returns(backend):
     )
     result = backend.run(RunSpec(code=code), limits=LIMITS)
     assert result.stdout == "parent done\n"
+    assert backend.wait_idle(30)
     assert processes_of(HOST_UID) == []
     assert our_cgroups() == []
 
@@ -128,6 +130,7 @@ def test_a_timeout_kills_a_sigterm_ignoring_process_tree(backend):
     assert result.timed_out
     assert result.signal == 9
     assert result.stdout == "started\n"
+    assert backend.wait_idle(30)
     assert processes_of(HOST_UID) == []
     assert our_cgroups() == []
 
@@ -151,7 +154,27 @@ def test_cancel_from_another_thread_stops_the_run_and_cleans_up(backend):
     assert result.cancelled
     assert not result.timed_out
     assert result.stdout == "go\n"
+    assert backend.wait_idle(30)
     assert processes_of(HOST_UID) == []
+
+
+def test_close_waits_for_the_teardown_of_a_run_that_just_returned():
+    backend = create_backend("bwrap", rootfs=ROOTFS, host_uid=HOST_UID)
+    code = "import os, time\nif os.fork() == 0:\n    time.sleep(1000)\nprint('left a child')\n"
+    result = backend.run(RunSpec(code=code), limits=LIMITS)
+    backend.close()
+    assert result.stdout == "left a child\n"
+    assert processes_of(HOST_UID) == []
+    assert our_cgroups() == []
+
+
+def test_all_output_written_before_the_program_exits_is_in_the_result(backend):
+    # More than a pipe holds on each stream, then exit at once: the run ends on the exit
+    # status, so what is still buffered in the pipes must be drained into the result.
+    code = "import sys\nsys.stdout.write('o' * 300_000)\nsys.stderr.write('e' * 200_000)\n"
+    result = backend.run(RunSpec(code=code), limits=LIMITS)
+    assert (result.exit_code, len(result.stdout), len(result.stderr)) == (0, 300_000, 200_000)
+    assert set(result.stdout + result.stderr) == {"o", "e"}
 
 
 def test_exit_code_137_is_not_a_signal_but_sigkill_is(backend):
@@ -166,6 +189,7 @@ def test_a_memory_bomb_is_reported_as_oom_killed(backend):
     result = backend.run(RunSpec(code=code), limits=Limits(memory_mib=64, wall_time_s=10))
     assert result.oom_killed
     assert result.signal == 9
+    assert backend.wait_idle(30)
     assert our_cgroups() == []
 
 
@@ -213,6 +237,7 @@ def sandbox_mounts() -> list[str]:
 def test_runs_leave_no_mount_on_the_host(backend):
     before = sandbox_mounts()
     backend.run(RunSpec(code="print(1)"), limits=LIMITS)
+    assert backend.wait_idle(30)
     assert sandbox_mounts() == before
 
 
@@ -265,6 +290,7 @@ def test_a_read_only_mount_is_readable_but_not_writable(backend, shared):
     result = backend.run(RunSpec(code=code), limits=LIMITS, mounts=[Mount(shared, CONTROL_DIR)])
     assert result.stdout == "from the host\nTrue\n", result.stderr
     assert sorted(p.name for p in shared.iterdir()) == ["in.txt"]
+    assert backend.wait_idle(30)
     assert sandbox_mounts() == before
 
 
@@ -273,5 +299,50 @@ def test_a_refused_mount_starts_no_sandbox(backend, shared):
     with pytest.raises(InvalidSpec, match="destination"):
         backend.run(RunSpec(code="print(1)"), limits=LIMITS, mounts=[Mount(shared, "/etc")])
     assert backend.stats == stats
+    assert backend.wait_idle(30)  # earlier tests' sandboxes; this one started none
     assert processes_of(HOST_UID) == []
     assert our_cgroups() == []
+
+
+class BlockedTeardown:
+    """A used sandbox whose teardown blocks until released (the reaper's own behaviour is
+    what is tested here; the sandboxes above test real teardowns)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.destroyed_on: threading.Thread | None = None
+
+    def destroy(self, *, exiting: bool) -> None:
+        assert self.release.wait(10)
+        self.destroyed_on = threading.current_thread()
+
+
+def test_the_reaper_is_busy_until_a_teardown_is_done_and_close_waits_for_it():
+    reaper = Reaper()
+    blocked = BlockedTeardown()
+    reaper.submit(blocked, exiting=True)
+    assert not reaper.wait_idle(0.05)
+    closer = threading.Thread(target=reaper.close)
+    closer.start()
+    closer.join(0.05)
+    assert closer.is_alive()
+    blocked.release.set()
+    closer.join(10)
+    assert not closer.is_alive()
+    assert blocked.destroyed_on is not None
+    assert reaper.wait_idle(0)
+
+
+def test_a_full_or_closed_reaper_tears_down_on_the_callers_thread():
+    reaper = Reaper(max_pending=1)
+    queued, overflow, late = BlockedTeardown(), BlockedTeardown(), BlockedTeardown()
+    overflow.release.set()
+    late.release.set()
+    reaper.submit(queued, exiting=False)
+    reaper.submit(overflow, exiting=False)
+    assert overflow.destroyed_on is threading.current_thread()
+    queued.release.set()
+    reaper.close()
+    reaper.submit(late, exiting=False)
+    assert late.destroyed_on is threading.current_thread()
+    assert queued.destroyed_on is not threading.current_thread()

@@ -280,8 +280,8 @@ class Topology:
     def start_worker(self, name: str) -> None:
         self._spawn(
             name,
-            [str(VENV_BIN / "celery"), "-A", "webapp", "worker", "-I", "webapp.reliability.tasks",
-             "-n", name, "-c", str(self.worker_concurrency), "-l", "INFO",
+            [str(VENV_BIN / "celery"), "-A", "webapp", "worker", "-n", name,
+             "-c", str(self.worker_concurrency), "-l", "INFO",
              "--without-gossip", "--without-mingle"],
         )  # fmt: skip
 

@@ -19,7 +19,8 @@ _PREFIX = "undoable:run-cancel:"
 
 @lru_cache(maxsize=4)
 def _client_for(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url)
+    # Timeouts: a Redis that hangs (rather than refuses) must not freeze the run's watcher.
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
 
 
 def send(run_id: int) -> None:

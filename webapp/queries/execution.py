@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import importlib
 import importlib.util
 import logging
-import os
-import socket
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import close_old_connections
+import redis
+from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
 import executor
@@ -26,16 +27,10 @@ from webapp.queries.models import Run, RunStatus
 from webapp.queries.publish import publish_run_event
 from webapp.queries.sink import OutputSink
 from webapp.queries.status import status_event
+from webapp.reliability import conf
+from webapp.reliability.workers import current_worker
 
 logger = logging.getLogger(__name__)
-
-HEARTBEAT_INTERVAL_S = 5.0
-
-
-def worker_name() -> str:
-    # At call time: Celery's prefork children import this module before they fork.
-    return f"{socket.gethostname()}:{os.getpid()}"
-
 
 Finalize = Callable[[RunResult | None], None]
 
@@ -70,7 +65,7 @@ def run_execute(*, run_id: int, cancel: CancelToken) -> None:
     """Execute a queued run: stream its output, record its result. Never leaves it running."""
     now = timezone.now()
     if not Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
-        status=RunStatus.RUNNING, started_at=now, heartbeat_at=now, worker=worker_name()
+        status=RunStatus.RUNNING, started_at=now, heartbeat_at=now, worker=current_worker()
     ):
         logger.info("run not queued any more; skipped", extra={"run_id": run_id})
         return
@@ -120,7 +115,12 @@ def run_execute(*, run_id: int, cancel: CancelToken) -> None:
         raise
     finally:
         stop_watch.set()
-        cancel_signal.clear(run_id)
+        try:
+            cancel_signal.clear(run_id)
+        except redis.RedisError as exc:  # the key expires on its own; the run is recorded
+            logger.warning(
+                "could not clear the stop key", extra={"run_id": run_id, "error": repr(exc)}
+            )
 
 
 def _missing_message(missing: list[str]) -> str:
@@ -128,24 +128,59 @@ def _missing_message(missing: list[str]) -> str:
 
 
 def _watch(run_id: int, token: CancelToken, stop: threading.Event) -> None:
-    """Poll for a Stop from another process and keep the heartbeat fresh while running."""
+    """Poll for a Stop from another process and keep the heartbeat fresh while running.
+
+    Each pass survives Redis and database errors (a server restarting): if this loop died, or
+    a Redis outage kept it from beating, the reaper would fail a run that is still executing.
+    The heartbeat is tried first and on its own, so it does not depend on Redis at all. A run
+    that is no longer `running` (the reaper ended it during a long database outage) has its
+    sandbox killed: no program runs on for a run already reported over.
+    """
     close_old_connections()
+    interval_s = conf.seconds("RUN_HEARTBEAT_INTERVAL_S")
     last_beat = timezone.now()
+    failing: set[str] = set()  # log the first failure of a streak, not one every pass
     try:
         while not stop.wait(cancel_signal.POLL_INTERVAL_S):
-            if cancel_signal.requested(run_id):
-                token.cancel()
-                return
             now = timezone.now()
-            if (now - last_beat).total_seconds() >= HEARTBEAT_INTERVAL_S:
-                Run.objects.filter(pk=run_id).update(heartbeat_at=now)
-                last_beat = now
+            if (now - last_beat).total_seconds() >= interval_s:
+                with _pass_guard(run_id, "heartbeat", failing):
+                    if not _beat(run_id, now):
+                        logger.warning("run ended elsewhere; stopping it", extra={"run_id": run_id})
+                        token.cancel()
+                        return
+                    last_beat = now
+            with _pass_guard(run_id, "stop check", failing):
+                if cancel_signal.requested(run_id):
+                    token.cancel()
+                    return
     except Exception:
         logger.exception("run watcher failed", extra={"run_id": run_id})
     finally:
-        from django.db import connection
-
         connection.close()
+
+
+def _beat(run_id: int, now: dt.datetime) -> bool:
+    """Touch the heartbeat; False if the run is not running any more."""
+    return bool(Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(heartbeat_at=now))
+
+
+@contextlib.contextmanager
+def _pass_guard(run_id: int, step: str, failing: set[str]) -> Iterator[None]:
+    try:
+        yield
+    except (redis.RedisError, DatabaseError) as exc:
+        if step not in failing:
+            failing.add(step)
+            logger.warning(
+                "run watcher step failing; retrying every pass",
+                extra={"run_id": run_id, "step": step, "error": repr(exc)},
+            )
+        close_old_connections()  # drops a connection PostgreSQL cut: the next pass reconnects
+    else:
+        if step in failing:
+            failing.discard(step)
+            logger.info("run watcher step recovered", extra={"run_id": run_id, "step": step})
 
 
 def _finish_with_result(
@@ -174,27 +209,31 @@ def _finish_with_result(
     _finish(run, sink, status, error=" ".join(notes))
 
 
-def _finish(run: Run, sink: OutputSink, status: Any, *, error: str) -> None:
-    if error:
+def _finish(run: Run, sink: OutputSink, status: Any, *, error: str) -> bool:
+    """Record the end of the run, only if it is still `running`; False if it was not.
+
+    The reaper may have ended it already ("Worker lost" after a long outage of this worker's
+    heartbeat): that final state was published and stands, so neither it nor the output is
+    changed after the fact.
+    """
+    still_running = Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING)
+    if error and still_running.exists():
         sink.system(error + "\n")
     run.status = status
     run.error = error
     run.output_bytes = sink.bytes_stored
     run.finished_at = timezone.now()
-    run.save(
-        update_fields=[
-            "status",
-            "error",
-            "output_bytes",
-            "finished_at",
-            "exit_code",
-            "signal",
-            "timed_out",
-            "oom_killed",
-            "truncated",
-        ]
-    )
+    fields = ["status", "error", "output_bytes", "finished_at", "exit_code", "signal",
+              "timed_out", "oom_killed", "truncated"]  # fmt: skip
+    if not still_running.update(**{name: getattr(run, name) for name in fields}):
+        run.refresh_from_db()
+        logger.warning(
+            "run already ended elsewhere; its result is dropped",
+            extra={"run_id": run.pk, "status": run.status, "dropped_status": status},
+        )
+        return False
     publish_run_event(run.pk, status_event(run))
     logger.info(
         "run finished", extra={"run_id": run.pk, "status": status, "exit_code": run.exit_code}
     )
+    return True

@@ -1,6 +1,6 @@
 """Celery hooks: every worker runs a reaper, beats in the live-process registry, and consumes
-its own pinned queue. Loaded by autodiscovery when webapp.reliability is an installed app, or
-explicitly with `celery -A webapp worker -I webapp.reliability.tasks`.
+its own pinned queue. Loaded by the Celery app's autodiscovery (webapp.reliability is an
+installed app), before the worker is ready, so `celery -A webapp worker` needs no extra flag.
 """
 
 from __future__ import annotations

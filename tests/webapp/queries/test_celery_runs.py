@@ -3,7 +3,9 @@ channels_redis layer, and the websocket consumer on the real ASGI app."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -16,12 +18,15 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import connection
 from django.test import override_settings
+from django.utils import timezone
 
-from tests.factories import QueryFactory
+from tests.factories import QueryFactory, RunFactory
 from tests.webapp.queries.test_run_consumer import connect, receive_until_final
 from webapp.celery import app as celery_app
 from webapp.queries import services
-from webapp.queries.models import Run, RunChunk
+from webapp.queries.models import Run, RunChunk, RunStatus
+from webapp.reliability.reaper import WORKER_LOST
+from webapp.reliability.workers import process_state
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 
@@ -50,6 +55,8 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Pop
         "REDIS_URL": REDIS_URL,
         "DJANGO_SECRET_KEY": settings.SECRET_KEY,  # the credential handoff keys derive from it
         "EXECUTOR_WARM_POOL_SIZE": "1",
+        # The worker's own reaper (webapp.reliability, autodiscovered) looks twice a second.
+        "UNDOABLE_REAPER_INTERVAL_S": "0.5",
     }
     process = subprocess.Popen(
         [
@@ -140,7 +147,7 @@ async def test_a_run_executes_on_the_worker_and_streams_exactly_once_in_order() 
     assert "".join(c["text"] for c in chunks) == "".join(f"line {i}\n" for i in range(8))
     assert messages[-1]["status"] == "succeeded"
     stored = await database_sync_to_async(Run.objects.get)(pk=run.pk)
-    assert stored.worker and not stored.worker.endswith(f":{os.getpid()}")
+    assert stored.worker == f"undoable-test@{socket.gethostname()}"  # the Celery node name
     await communicator.disconnect()
 
 
@@ -182,3 +189,23 @@ async def test_credentials_reach_the_worker_masked_and_leave_nothing_in_redis() 
             assert SECRET.encode() not in client.get(key)
     client.close()
     await communicator.disconnect()
+
+
+async def test_the_workers_reaper_fails_a_run_whose_heartbeat_went_silent() -> None:
+    silent_since = timezone.now() - dt.timedelta(hours=1)
+    run = await database_sync_to_async(RunFactory)(
+        status=RunStatus.RUNNING, started_at=silent_since, heartbeat_at=silent_since,
+        worker="killed@elsewhere",
+    )  # fmt: skip
+    communicator, connected = await connect(run.pk, run.query.owner)
+    assert connected
+
+    messages = await receive_until_final(communicator)
+
+    assert (messages[-1]["status"], messages[-1]["error"]) == ("failed", WORKER_LOST)
+    await communicator.disconnect()
+
+
+def test_the_worker_says_it_is_alive_in_the_process_registry() -> None:
+    assert process_state(f"undoable-test@{socket.gethostname()}") == "alive"
+    assert process_state("undoable-never-started@nowhere") == "lost"

@@ -15,12 +15,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
+import docker
 import pytest
 from hostile_kit import TEST_LIMITS, SandboxRunner
 from unsandboxed import UnsandboxedBackend
 
-import docker
 import executor
+from executor import cgroups as executor_cgroups
 from executor.backends.base import Backend
 from executor.errors import BackendUnavailable
 
@@ -72,6 +73,9 @@ def backend(
     sandbox_rootfs: Path,
     docker_missing: Callable[[str], NoReturn],
 ) -> Iterator[Backend]:
+    # Other suites in this pytest process may hold warm pools of their own: their cgroups are
+    # not this backend's to account for.
+    _FOREIGN_CGROUPS.update(_pid_cgroups(executor_cgroups.available_parents()))
     built = FACTORIES[request.param](sandbox_rootfs, docker_missing)
     yield built
     built.close()
@@ -131,13 +135,21 @@ def _containers_of(backend: Backend) -> list[str]:
         client.close()
 
 
-def _cgroups_of(backend: Backend) -> list[str]:
-    """Per-sandbox cgroups this process created that still exist (bwrap only)."""
+_FOREIGN_CGROUPS: set[str] = set()
+
+
+def _pid_cgroups(parents: dict[str, str]) -> set[str]:
+    """Per-sandbox cgroups this process created that still exist."""
     prefix = f"undoable-{os.getpid()}-"
-    parents: dict[str, str] = getattr(backend, "cgroup_parents", {})
-    return [
+    return {
         os.path.join(parent, name)
         for parent in parents.values()
         for name in os.listdir(parent)
         if name.startswith(prefix)
-    ]
+    }
+
+
+def _cgroups_of(backend: Backend) -> list[str]:
+    """This backend's per-sandbox cgroups that still exist (bwrap only)."""
+    parents: dict[str, str] = getattr(backend, "cgroup_parents", {})
+    return sorted(_pid_cgroups(parents) - _FOREIGN_CGROUPS)

@@ -159,10 +159,17 @@ def test_allow_partial_output_survives_a_timeout(sandbox: SandboxRunner) -> None
 
 def test_allow_cancel_from_another_thread(sandbox: SandboxRunner) -> None:
     token = CancelToken()
-    first_output = threading.Event()
+    first_line = threading.Event()
+    seen: list[str] = []
+
+    def collect(chunk: OutputChunk) -> None:
+        # print() writes the text and its newline separately: wait for the whole line.
+        seen.append(chunk.text)
+        if "".join(seen).endswith("\n"):
+            first_line.set()
 
     def cancel_once_it_printed() -> None:
-        first_output.wait(30)
+        first_line.wait(30)
         token.cancel()
 
     canceller = threading.Thread(target=cancel_once_it_printed)
@@ -170,7 +177,7 @@ def test_allow_cancel_from_another_thread(sandbox: SandboxRunner) -> None:
 
     result = sandbox.run(
         "import time\nprint('started', flush=True)\ntime.sleep(30)\nprint('finished')",
-        on_output=lambda chunk: first_output.set(),
+        on_output=collect,
         cancel=token,
     )
     canceller.join()

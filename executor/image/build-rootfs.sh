@@ -7,6 +7,8 @@
 set -euo pipefail
 
 dest=${1:?usage: build-rootfs.sh DEST}
+mkdir -p "$(dirname "$dest")"
+dest=$(realpath -m "$dest")  # debootstrap changes directory: a relative DEST would move
 suite=${SANDBOX_SUITE:-bookworm}
 mirror=${SANDBOX_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)}
 mirror=${mirror:-http://deb.debian.org/debian}

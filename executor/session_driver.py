@@ -83,7 +83,7 @@ class Repl:
         self.max_output = max_output
         self.cells = 0
         main = types.ModuleType("__main__")
-        main.__builtins__ = builtins
+        main.__dict__["__builtins__"] = builtins
         sys.modules["__main__"] = main
         self.namespace = main.__dict__
 
@@ -93,7 +93,8 @@ class Repl:
         # Tracebacks show the cell's source lines, like the interactive interpreter.
         linecache.cache[name] = (len(code), None, code.splitlines(True), name)
         importlib.invalidate_caches()  # a package pip-installed by the last cell is importable
-        exit_code, timed_out = 0, False
+        exit_code: int | None = 0  # None: the cell timed out, no exit status
+        timed_out = False
         try:
             signal.setitimer(signal.ITIMER_REAL, timeout_s)
             try:

@@ -64,7 +64,7 @@ def _run_python(job):
         io.FileIO(2, "w", closefd=False), write_through=True, errors="backslashreplace"
     )
     main = types.ModuleType("__main__")
-    main.__builtins__ = builtins
+    main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
     sys.argv = ["-c"]
     sys.path.insert(0, WORKDIR)
@@ -102,7 +102,8 @@ def _fast_exit(status, main):
     # objects finalized, output flushed) without tearing down every module: a forked
     # interpreter's full finalization costs ms, and the whole sandbox is thrown away right after.
     try:
-        threading._shutdown()
+        # Private on purpose: the same join-non-daemon-threads step Py_FinalizeEx runs.
+        threading._shutdown()  # type: ignore[attr-defined]
         atexit._run_exitfuncs()
         # Dropping the program's globals closes files it never closed (`f = open(...)` at top
         # level), so their buffered writes land in the workspace as with a normal exit.

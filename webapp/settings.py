@@ -112,7 +112,7 @@ _SQLITE_OPTIONS = {
 }
 
 
-def _database_from_url(url: str) -> dict:
+def _database_from_url(url: str) -> dj_database_url.DBConfig:
     config = dj_database_url.parse(url)
     if config["ENGINE"] == "django.db.backends.sqlite3":
         config["OPTIONS"] = dict(_SQLITE_OPTIONS)

@@ -12,6 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from webapp.accounts.authed import AuthedHttpRequest
 from webapp.accounts.forms import SignupForm
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,6 @@ def signup_view(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def account_view(request: HttpRequest) -> HttpResponse:
+def account_view(request: AuthedHttpRequest) -> HttpResponse:
     google = request.user.social_auth.filter(provider="google-oauth2").first()
     return render(request, "accounts/account.html", {"google_account": google})

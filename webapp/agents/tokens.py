@@ -9,7 +9,7 @@ import logging
 import secrets
 from dataclasses import dataclass
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -33,7 +33,7 @@ def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def token_create(*, owner: AbstractBaseUser, name: str = "") -> NewToken:
+def token_create(*, owner: User, name: str = "") -> NewToken:
     """Create a token for `owner`; the returned secret is the only copy that will ever exist."""
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)  # 256 bits of entropy
     token = ApiToken.objects.create(
@@ -43,7 +43,7 @@ def token_create(*, owner: AbstractBaseUser, name: str = "") -> NewToken:
     return NewToken(token=token, secret=secret)
 
 
-def token_revoke(*, owner: AbstractBaseUser, token_id: int) -> ApiToken:
+def token_revoke(*, owner: User, token_id: int) -> ApiToken:
     """Revoke one of `owner`'s tokens (404 for anyone else's). Revoking twice is harmless."""
     token = get_object_or_404(ApiToken, pk=token_id, owner=owner)
     if token.revoked_at is None:
@@ -53,7 +53,7 @@ def token_revoke(*, owner: AbstractBaseUser, token_id: int) -> ApiToken:
     return token
 
 
-def token_list_for_user(user: AbstractBaseUser) -> QuerySet[ApiToken]:
+def token_list_for_user(user: User) -> QuerySet[ApiToken]:
     return ApiToken.objects.filter(owner=user)
 
 

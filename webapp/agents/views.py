@@ -10,6 +10,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from webapp.accounts.authed import AuthedHttpRequest
 from webapp.agents.tokens import token_create, token_revoke
 
 ACCOUNT_URL = "accounts:account"
@@ -25,10 +26,10 @@ def _back(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def token_create_view(request: HttpRequest) -> HttpResponse:
+def token_create_view(request: AuthedHttpRequest) -> HttpResponse:
     form = TokenForm(request.POST)
     if form.is_valid():
-        new = token_create(owner=request.user, name=form.cleaned_data["name"])  # type: ignore[arg-type]
+        new = token_create(owner=request.user, name=form.cleaned_data["name"])
         # Shown once on the next page, then gone from the session too.
         request.session["new_api_token"] = new.secret
         messages.success(request, "API token created. Copy it now: it will not be shown again.")
@@ -37,7 +38,7 @@ def token_create_view(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
-    token = token_revoke(owner=request.user, token_id=token_id)  # type: ignore[arg-type]
+def token_revoke_view(request: AuthedHttpRequest, token_id: int) -> HttpResponse:
+    token = token_revoke(owner=request.user, token_id=token_id)
     messages.success(request, f"Token {token.prefix}… revoked.")
     return _back(request)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from webapp.queries.models import Query, Run
 
 
-def history_list_for_user(user: AbstractBaseUser, *, search: str = "") -> QuerySet[Query]:
+def history_list_for_user(user: User, *, search: str = "") -> QuerySet[Query]:
     """The user's queries, searched across prompt and both codes.
 
     The last run's status and time come from correlated subqueries, so one SQL query serves a

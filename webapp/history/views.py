@@ -10,6 +10,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_POST
 
+from webapp.accounts.authed import AuthedHttpRequest
 from webapp.history.selectors import history_list_for_user
 from webapp.history.services import query_delete
 from webapp.queries.selectors import get_query_for_user
@@ -21,7 +22,7 @@ CREDENTIAL_FIELD = "credential:"
 
 @login_required
 @require_GET
-def history_list_view(request: HttpRequest) -> HttpResponse:
+def history_list_view(request: AuthedHttpRequest) -> HttpResponse:
     search = request.GET.get("q", "")
     page = Paginator(history_list_for_user(request.user, search=search), PAGE_SIZE).get_page(
         request.GET.get("page")
@@ -35,8 +36,8 @@ def history_list_view(request: HttpRequest) -> HttpResponse:
 def history_rerun_view(request: HttpRequest, query_id: int) -> HttpResponse:
     query = get_query_for_user(request.user, query_id)
     credentials = {
-        key.removeprefix(CREDENTIAL_FIELD): value
-        for key, value in request.POST.items()
+        key.removeprefix(CREDENTIAL_FIELD): request.POST[key]
+        for key in request.POST
         if key.startswith(CREDENTIAL_FIELD)
     }
     run = query_run(query=query, credentials=credentials)

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 from django.http import Http404
 
 from webapp.queries.models import Query, Run, RunChunk
 
-# request.user: a signed-in user or AnonymousUser (both have is_authenticated).
-User = Any
 
-
-def get_query_for_user(user: User, query_id: int) -> Query:
+def get_query_for_user(user: User | AnonymousUser, query_id: int) -> Query:
     """The user's own query, or Http404 (also for anonymous users and other people's queries)."""
     if not user.is_authenticated:
         raise Http404("No such query")
@@ -23,7 +19,7 @@ def get_query_for_user(user: User, query_id: int) -> Query:
         raise Http404("No such query") from None
 
 
-def get_run_for_user(user: User, run_id: int) -> Run:
+def get_run_for_user(user: User | AnonymousUser, run_id: int) -> Run:
     """The user's own run (through its query's owner), or Http404."""
     if not user.is_authenticated:
         raise Http404("No such run")

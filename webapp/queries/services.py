@@ -8,9 +8,9 @@ Running code: `run_create` + `run_start` (or `query_run` for both) enqueue a run
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 def query_create(
     *,
-    owner: Any,
+    owner: User,
     prompt: str,
     kind: str = "python",
     credential_names: list[str] | None = None,
@@ -44,7 +44,7 @@ def query_create(
     return query
 
 
-def query_create_blank(*, owner: Any, prompt: str = "", kind: str = "python") -> Query:
+def query_create_blank(*, owner: User, prompt: str = "", kind: str = "python") -> Query:
     """A query whose code the person writes by hand (no LLM involved)."""
     return Query.objects.create(owner=owner, prompt=prompt.strip() or "Written by hand", kind=kind)
 

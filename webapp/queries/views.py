@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from executor import BackendUnavailable
 from webapp import llm
+from webapp.accounts.authed import AuthedHttpRequest
 from webapp.executor_glue import ensure_executor, executor_problem
 from webapp.queries import services
 from webapp.queries.examples import EXAMPLE_PROMPTS
@@ -28,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 
 def _home(
-    request: HttpRequest, form: PromptForm, error: str = "", status: int = 200
+    request: AuthedHttpRequest, form: PromptForm, error: str = "", status: int = 200
 ) -> HttpResponse:
     recent = Query.objects.filter(owner=request.user).only("id", "prompt", "kind")[:8]
     return render(
@@ -48,13 +49,13 @@ def _home(
 
 @login_required
 @require_GET
-def home(request: HttpRequest) -> HttpResponse:
+def home(request: AuthedHttpRequest) -> HttpResponse:
     return _home(request, PromptForm())
 
 
 @login_required
 @require_POST
-def query_create(request: HttpRequest) -> HttpResponse:
+def query_create(request: AuthedHttpRequest) -> HttpResponse:
     form = PromptForm(request.POST)
     if not form.is_valid():
         return _home(request, form, status=400)
@@ -73,7 +74,7 @@ def query_create(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def query_create_blank(request: HttpRequest) -> HttpResponse:
+def query_create_blank(request: AuthedHttpRequest) -> HttpResponse:
     form = HandWrittenForm(request.POST)
     form.is_valid()
     query = services.query_create_blank(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 from django.http import Http404
 
@@ -17,7 +17,7 @@ def get_live_share(token: str) -> Share:
         raise Http404("No such link") from None
 
 
-def get_share_for_user(user: AbstractBaseUser | AnonymousUser, token: str) -> Share:
+def get_share_for_user(user: User | AnonymousUser, token: str) -> Share:
     """The user's own live share, or Http404 (strangers cannot tell it exists)."""
     if not user.is_authenticated:
         raise Http404("No such link")
@@ -27,5 +27,5 @@ def get_share_for_user(user: AbstractBaseUser | AnonymousUser, token: str) -> Sh
         raise Http404("No such link") from None
 
 
-def share_list_for_user(user: AbstractBaseUser) -> QuerySet[Share]:
+def share_list_for_user(user: User) -> QuerySet[Share]:
     return Share.objects.filter(owner=user, revoked_at__isnull=True).select_related("query")

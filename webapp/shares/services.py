@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -15,7 +15,7 @@ from webapp.shares.models import Share
 logger = logging.getLogger(__name__)
 
 
-def share_create(*, owner: Any, query: Query, include_output: bool) -> Share:
+def share_create(*, owner: User, query: Query, include_output: bool) -> Share:
     """Snapshot the query now; later edits of the query do not change the share."""
     share = Share(
         owner=owner,
@@ -51,7 +51,7 @@ def share_revoke(*, share: Share) -> Share:
 
 
 @transaction.atomic
-def share_fork(*, user: Any, share: Share) -> Query:
+def share_fork(*, user: User, share: Share) -> Query:
     """A new query of `user` with the shared code; no runs, no output, no credential values."""
     query = Query.objects.create(
         owner=user,

@@ -10,6 +10,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from webapp.accounts.authed import AuthedHttpRequest
 from webapp.queries.selectors import get_query_for_user
 from webapp.shares import services
 from webapp.shares.selectors import get_live_share, get_share_for_user, share_list_for_user
@@ -17,7 +18,7 @@ from webapp.shares.selectors import get_live_share, get_share_for_user, share_li
 
 @login_required
 @require_POST
-def share_create_view(request: HttpRequest, query_id: int) -> HttpResponse:
+def share_create_view(request: AuthedHttpRequest, query_id: int) -> HttpResponse:
     query = get_query_for_user(request.user, query_id)
     share = services.share_create(
         owner=request.user, query=query, include_output=request.POST.get("include_output") == "on"
@@ -45,7 +46,7 @@ def share_detail_view(request: HttpRequest, token: str) -> HttpResponse:
 
 @login_required
 @require_GET
-def share_list_view(request: HttpRequest) -> HttpResponse:
+def share_list_view(request: AuthedHttpRequest) -> HttpResponse:
     return render(request, "shares/list.html", {"shares": share_list_for_user(request.user)})
 
 

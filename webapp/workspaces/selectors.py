@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from django.contrib.auth.models import AnonymousUser, User
 from django.http import Http404
 
 from webapp.queries.models import Query
@@ -13,7 +14,7 @@ from webapp.workspaces.models import PendingChange, Workspace
 MAX_LISTED = 200
 
 
-def get_change_for_user(user: Any, change_id: int) -> PendingChange:
+def get_change_for_user(user: User | AnonymousUser, change_id: int) -> PendingChange:
     """The user's own pending change (through its run's query), or Http404."""
     if not user.is_authenticated:
         raise Http404("No such change")

@@ -85,7 +85,9 @@ class WebClient:
                 try:
                     if await self._follow(run_id, last, until, chunks, status):
                         return chunks, status
-                except (websockets.ConnectionClosedError, websockets.InvalidStatus, OSError):
+                # InvalidHandshake: refused or cut mid-handshake (a web process whose channel
+                # layer is still reconnecting to a restarted Redis drops the socket).
+                except (websockets.ConnectionClosedError, websockets.InvalidHandshake, OSError):
                     await asyncio.sleep(backoff)  # what the page's reconnect does
                     backoff = min(backoff * 2, 2.0)
 

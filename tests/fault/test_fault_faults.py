@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.fault.client import WebClient, exec_code
@@ -113,3 +114,31 @@ def test_requests_succeed_after_postgresql_restarts(
     assert status["status"] == "succeeded"
     assert "after postgres" in "".join(c["text"] for c in chunks)
     assert exec_code(topology.web_url(1), account.token, "print(6 * 7)")["stdout"] == "42\n"
+
+
+def test_a_session_whose_web_process_was_killed_reports_it_is_lost(
+    topology: Topology, account: Account
+) -> None:
+    headers = {"Authorization": f"Bearer {account.token}", "Accept": "application/json"}
+    created = httpx.post(topology.web_url(0) + "/api/v1/sessions", headers=headers, timeout=60)
+    assert created.status_code == 201, created.text[:500]
+    cell = f"{topology.web_url(1)}/api/v1/sessions/{created.json()['id']}/exec"
+
+    def ask_the_other_process() -> httpx.Response:
+        return httpx.post(cell, json={"code": "1 + 1"}, headers=headers, timeout=30)
+
+    held_elsewhere = ask_the_other_process()
+    topology.kill_web(0)
+    wait_until(
+        lambda: ask_the_other_process().status_code == 410,
+        timeout_s=40,
+        what="the session to be reported lost",
+    )
+    lost = ask_the_other_process()
+    topology.start_web(0)
+    topology.wait_web(0)
+
+    assert held_elsewhere.status_code == 503
+    assert "held by another web process" in held_elsewhere.json()["error"]
+    assert lost.status_code == 410
+    assert lost.json() == {"error": "session lost: the worker holding it is gone"}

@@ -1,7 +1,11 @@
 """Agent sessions in the web app: owner scoping, per-user caps, and this process's manager.
 
 The sandbox of a session lives in the process that created it (AgentSession.worker says which);
-in the embedded setup that is the one web process.
+in the embedded setup that is the one web process. With several web processes, a request that
+reaches one that does not hold the session is answered, not routed: 410 when the holder is gone
+(the live-process registry, webapp.reliability.workers, has not heard from it in
+RUN_LOST_AFTER_S), else 503 — the load balancer must keep a session's requests on one process
+(sticky routing). A process holding sessions beats in that registry from its first session on.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ import socket
 import threading
 import time
 
+import redis
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import close_old_connections
+from django.db.models import QuerySet
 from django.utils import timezone
 
 import executor
@@ -23,11 +29,13 @@ from executor.sessions import Session, SessionConfig, SessionManager, SessionNot
 from webapp.agents import conf
 from webapp.agents.models import AgentSession, ApiToken
 from webapp.agents.schemas import ApiError
+from webapp.reliability.workers import BeatThread, process_beat, process_state
 
 logger = logging.getLogger(__name__)
 
 _manager: SessionManager | None = None
 _manager_pid: int | None = None
+_beat: BeatThread | None = None
 _lock = threading.Lock()
 
 
@@ -67,16 +75,35 @@ def session_manager() -> SessionManager:
             )
             _manager = SessionManager(config, on_close=_mark_closed)
             _manager_pid = os.getpid()
+            _start_beat()
         return _manager
+
+
+def _start_beat() -> None:
+    # Other processes tell "holder gone" (410) from "held elsewhere" (503) by this beat.
+    # Beat once before the first session is handed out: a request for it may reach another
+    # process at once, and must not find this one "lost".
+    global _beat
+    if settings.REDIS_URL:
+        try:
+            process_beat(worker_name())
+        except redis.RedisError as exc:  # the thread keeps trying
+            logger.warning("alive beat failed", extra={"error": repr(exc)})
+        _beat = BeatThread(worker_name())
+        _beat.start()
 
 
 def reset_session_manager() -> None:
     """Close every session of this process and forget the manager (tests, shutdown)."""
-    global _manager
+    global _manager, _beat
     with _lock:
         manager, _manager = _manager, None
+        beat, _beat = _beat, None
     if manager is not None:
         manager.shutdown()
+    if beat is not None:
+        beat.stop()
+        beat.join(timeout=5)  # it forgets this process in the registry on its way out
 
 
 def session_create(*, token: ApiToken) -> AgentSession:
@@ -89,6 +116,8 @@ def session_create(*, token: ApiToken) -> AgentSession:
     stale = [s.pk for s in live.filter(worker=worker_name()) if s.pk not in held_here]
     live.filter(pk__in=stale).update(closed_at=timezone.now())
     cap = conf.get_int("AGENTS_MAX_SESSIONS_PER_USER")
+    if live.count() >= cap:
+        _close_lost(live)
     if live.count() >= cap:
         raise ApiError(429, f"at most {cap} live sessions per user; delete one", retry_after_s=60)
     try:
@@ -113,13 +142,43 @@ def get_session_for_user(user: AbstractBaseUser, session_id: str) -> tuple[Agent
     if row is None:
         raise ApiError(404, "no such session")
     if row.worker != worker_name():
-        raise ApiError(503, "the session is held by another worker process", retry_after_s=1)
+        raise _held_elsewhere(row)
     try:
         session = session_manager().get(session_id)
     except SessionNotFound:
         _mark_closed(session_id, "gone")
         raise ApiError(404, "no such session (it expired or was closed)") from None
     return row, session
+
+
+def _held_elsewhere(row: AgentSession) -> ApiError:
+    """The answer for a session another process holds: gone with it (410), or go there (503)."""
+    state = process_state(row.worker)
+    logger.info(
+        "session held elsewhere", extra={"session_id": row.pk, "worker": row.worker, "state": state}
+    )
+    if state == "lost":
+        return ApiError(410, "session lost: the worker holding it is gone")
+    return ApiError(
+        503,
+        f"the session is held by another web process ({row.worker}); send its requests to the "
+        "process that created it (sticky routing)",
+        retry_after_s=1,
+    )
+
+
+def _close_lost(live: QuerySet[AgentSession]) -> None:
+    """Close the rows whose holder is gone, so dead sessions do not count against the cap."""
+    states: dict[str, str] = {}
+    lost = []
+    for pk, worker in live.exclude(worker=worker_name()).values_list("pk", "worker"):
+        if worker not in states:
+            states[worker] = process_state(worker)
+        if states[worker] == "lost":
+            lost.append(pk)
+    if lost:
+        live.filter(pk__in=lost).update(closed_at=timezone.now())
+        logger.info("closed sessions of lost workers", extra={"session_ids": lost})
 
 
 def session_touch(row: AgentSession, session: Session) -> None:

@@ -10,7 +10,7 @@ from executor import InvalidSpec
 from executor.session_files import FileMissing
 from executor.sessions import Session, SessionBusy
 from webapp.agents import conf
-from webapp.agents.exec_api import ERRORS, ExecOut, take_quota
+from webapp.agents.exec_api import ERRORS, ErrorOut, ExecOut, take_quota
 from webapp.agents.exec_services import in_pool, result_json
 from webapp.agents.models import AgentSession
 from webapp.agents.ratelimit import limiter
@@ -23,6 +23,9 @@ from webapp.agents.session_services import (
 )
 
 router = Router(tags=["sessions"])
+
+# 410: the web process holding the session is gone, and the session with it.
+SESSION_ERRORS = {**ERRORS, 410: ErrorOut}
 
 
 class SessionOut(Schema):
@@ -57,17 +60,17 @@ async def _touch(row: AgentSession, session: Session) -> None:
 @router.post("", response={201: SessionOut, **ERRORS}, summary="Start a session")
 async def create_session(request: HttpRequest) -> HttpResponse:
     take_quota(request)
-    row = await sync_to_async(session_create)(token=request.auth)  # type: ignore[arg-type]
+    row = await sync_to_async(session_create)(token=request.auth)  # type: ignore[attr-defined]
     return JsonResponse(_session_json(row), status=201)
 
 
-@router.get("/{session_id}", response={200: SessionOut, **ERRORS}, summary="Session status")
+@router.get("/{session_id}", response={200: SessionOut, **SESSION_ERRORS}, summary="Session status")
 async def get_session(request: HttpRequest, session_id: str) -> HttpResponse:
     row, _ = await _load(request, session_id)
     return JsonResponse(_session_json(row))
 
 
-@router.delete("/{session_id}", response={204: None, **ERRORS}, summary="End a session")
+@router.delete("/{session_id}", response={204: None, **SESSION_ERRORS}, summary="End a session")
 async def delete_session(request: HttpRequest, session_id: str) -> HttpResponse:
     row, _ = await _load(request, session_id)
     await sync_to_async(session_delete)(row=row)
@@ -76,7 +79,7 @@ async def delete_session(request: HttpRequest, session_id: str) -> HttpResponse:
 
 @router.post(
     "/{session_id}/exec",
-    response={200: ExecOut, **ERRORS},
+    response={200: ExecOut, **SESSION_ERRORS},
     summary="Run a Python cell or bash command in the session",
     openapi_extra={
         "requestBody": {
@@ -105,7 +108,9 @@ async def exec_in_session(request: HttpRequest, session_id: str) -> HttpResponse
     return JsonResponse(result_json(result))
 
 
-@router.get("/{session_id}/files", response={200: FileListOut, **ERRORS}, summary="List files")
+@router.get(
+    "/{session_id}/files", response={200: FileListOut, **SESSION_ERRORS}, summary="List files"
+)
 async def list_files(request: HttpRequest, session_id: str, path: str = "") -> HttpResponse:
     row, session = await _load(request, session_id)
     try:
@@ -117,7 +122,7 @@ async def list_files(request: HttpRequest, session_id: str, path: str = "") -> H
     return JsonResponse({"path": path, "entries": listing})
 
 
-@router.put("/{session_id}/files/{path:path}", response={200: FileOut, **ERRORS},
+@router.put("/{session_id}/files/{path:path}", response={200: FileOut, **SESSION_ERRORS},
             summary="Upload a file (raw request body)")  # fmt: skip
 async def put_file(request: HttpRequest, session_id: str, path: str) -> HttpResponse:
     row, session = await _load(request, session_id)
@@ -137,7 +142,7 @@ async def put_file(request: HttpRequest, session_id: str, path: str) -> HttpResp
     return JsonResponse({"name": path, "type": "file", "size": len(data)})
 
 
-@router.get("/{session_id}/files/{path:path}", response={200: bytes, **ERRORS},
+@router.get("/{session_id}/files/{path:path}", response={200: bytes, **SESSION_ERRORS},
             summary="Download a file (raw bytes)")  # fmt: skip
 async def get_file(request: HttpRequest, session_id: str, path: str) -> HttpResponse:
     row, session = await _load(request, session_id)
@@ -149,7 +154,7 @@ async def get_file(request: HttpRequest, session_id: str, path: str) -> HttpResp
     return HttpResponse(data, content_type="application/octet-stream")
 
 
-@router.delete("/{session_id}/files/{path:path}", response={204: None, **ERRORS},
+@router.delete("/{session_id}/files/{path:path}", response={204: None, **SESSION_ERRORS},
                summary="Delete a file or directory")  # fmt: skip
 async def delete_file(request: HttpRequest, session_id: str, path: str) -> HttpResponse:
     row, session = await _load(request, session_id)

@@ -23,7 +23,7 @@ def _on_worker_ready(sender: Any = None, **kwargs: Any) -> None:
     # `sender` is the worker's Consumer; the queue is added without restarting anything.
     hostname = sender.hostname
     sender.add_task_queue(pinned_queue(hostname))
-    threads = [ReaperThread(), BeatThread(hostname)]
+    threads: list[ReaperThread | BeatThread] = [ReaperThread(), BeatThread(hostname)]
     for thread in threads:
         thread.start()
     _threads.extend(threads)

@@ -82,16 +82,21 @@ def process_gone(name: str) -> None:
 def process_state(name: str) -> ProcessState:
     """ "alive" if `name` beat recently, "lost" if not, "unknown" if Redis cannot tell right now.
 
-    Without Redis (embedded mode) there is one process: only this one can be alive.
+    A Redis restarted less than RUN_LOST_AFTER_S ago cannot tell either: it lost every key, and
+    live processes may not have beaten into it yet. Without Redis (embedded mode) there is one
+    process: only this one can be alive.
     """
     client = _client()
     if client is None:
         here = f"{socket.gethostname()}:{os.getpid()}"
         return "alive" if name == here else "lost"
     try:
-        return "alive" if client.exists(_ALIVE_PREFIX + name) else "lost"
+        if client.exists(_ALIVE_PREFIX + name):
+            return "alive"
+        uptime_s = int(client.info("server")["uptime_in_seconds"])
     except redis.RedisError:
         return "unknown"
+    return "lost" if uptime_s >= conf.seconds("RUN_LOST_AFTER_S") else "unknown"
 
 
 class BeatThread(threading.Thread):

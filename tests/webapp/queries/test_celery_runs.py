@@ -157,12 +157,13 @@ async def test_stop_reaches_the_worker_and_kills_the_sandbox() -> None:
     )
     run = await database_sync_to_async(services.query_run)(query=query)
     communicator, _ = await connect(run.pk, query.owner)
-    first = await communicator.receive_json_from(timeout=30)
-    while first["type"] != "chunk":
-        first = await communicator.receive_json_from(timeout=30)
-    assert first["text"] == "started\n"
+    printed = ""
+    while not printed.endswith("\n"):  # the line may arrive in more than one chunk
+        message = await communicator.receive_json_from(timeout=30)
+        printed += message["text"] if message["type"] == "chunk" else ""
     await database_sync_to_async(services.run_cancel)(run=run)
     messages = await receive_until_final(communicator)
+    assert printed == "started\n"
     assert messages[-1]["status"] == "cancelled"
     await communicator.disconnect()
 

@@ -19,7 +19,7 @@ import time
 
 import redis
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import close_old_connections
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -136,7 +136,7 @@ def session_create(*, token: ApiToken) -> AgentSession:
     )  # fmt: skip
 
 
-def get_session_for_user(user: AbstractBaseUser, session_id: str) -> tuple[AgentSession, Session]:
+def get_session_for_user(user: User, session_id: str) -> tuple[AgentSession, Session]:
     """The caller's own live session, or 404 — a stranger learns nothing, not even existence."""
     row = AgentSession.objects.filter(pk=session_id, owner=user, closed_at__isnull=True).first()
     if row is None:

@@ -135,8 +135,13 @@ def production_mode(celery_worker: Path) -> Iterator[None]:
     """This process enqueues to the worker's Redis and listens on the Redis channel layer."""
     from webapp.celery import app
 
-    layers = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                          "CONFIG": {"hosts": [REDIS_URL]}}}  # fmt: skip
+    host = {"address": REDIS_URL, "socket_timeout": 15}  # as settings.py: outlive idle waits
+    layers = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [host]},
+        }
+    }
     saved = app.conf.broker_url
     app.conf.broker_url = REDIS_URL
     _reset_celery_connections(app)

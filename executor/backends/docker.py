@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
+
 from executor.backends.base import OutputCallback
 from executor.backends.docker_session import DockerSession
 from executor.backends.docker_wire import MAX_CODE_BYTES, READY, encode_message

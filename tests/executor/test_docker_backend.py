@@ -15,9 +15,9 @@ import sys
 import threading
 from pathlib import Path
 
+import docker
 import pytest
 
-import docker
 from executor.backends.docker import DockerBackend
 from executor.cancel import CancelToken
 from executor.errors import BackendUnavailable

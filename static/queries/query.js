@@ -135,10 +135,14 @@
   }
 
   function showStatus(status) {
+    var final = window.UndoableRunStream.isFinal(status.status);
+    // A status read before the run ended (e.g. the Stop request's reply) may arrive after the
+    // websocket already reported the end: never move a finished run back to running.
+    if (current && current.final && !final) return;
+    if (current) current.final = final;
     badge.className = "status-badge status-" + status.status;
     badge.textContent = describe(status);
     badge.setAttribute("data-status", status.status);
-    var final = window.UndoableRunStream.isFinal(status.status);
     stopButton.disabled = final;
     if (fixButton) fixButton.hidden = !(final && (status.status === "failed" || status.status === "timed_out"));
     if (final) refreshRunList();

@@ -5,12 +5,12 @@ signal it. It forks the program's process at once; that child reports "ready" an
 the host sends ONE job (8-byte length + JSON) on the job fd, then becomes the program. PID 1
 reaps every orphan and reports the program's raw wait status on the status fd. When it exits
 the kernel kills whatever is left in the namespace, so no daemon outlives the run.
-Standard library only: this runs under the rootfs's python3.
+Standard library only: this runs under the rootfs's python3. Modules only some runs need (ast,
+base64) are imported where used: every sandbox pays for what this file imports at
+the top, and single-use sandboxes are started for every run.
 """
 
-import ast
 import atexit
-import base64
 import builtins
 import contextlib
 import gc
@@ -21,7 +21,7 @@ import resource
 import signal
 import sys
 import threading
-import traceback
+import traceback  # eager: a program out of memory or file descriptors can't import it
 import types
 
 WORKDIR = "/workspace"
@@ -43,6 +43,8 @@ def _apply_limits(rlimits):
 
 
 def _write_files(files):
+    import base64
+
     for name, blob in files.items():
         path = os.path.join(WORKDIR, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -72,6 +74,8 @@ def _run_python(job):
     status = 0
     try:
         if job.get("interpreter_mode"):
+            import ast
+
             tree = ast.parse(code, "<string>", "exec")
             for stmt in tree.body:
                 single = ast.Interactive(body=[stmt])

@@ -16,6 +16,7 @@ from django.conf import settings
 
 import executor
 from executor import Backend, BackendUnavailable, Limits
+from executor.sessions import SessionConfig
 
 logger = logging.getLogger(__name__)
 
@@ -92,3 +93,21 @@ def reset_executor() -> None:
     with _lock:
         _configured_pid = None
         _failure = None
+
+
+def session_config() -> SessionConfig:
+    """Stateful agent sessions' sandbox settings (AGENTS_SESSION_* within the EXECUTOR_* caps).
+
+    Fails closed exactly like stateless runs: no session starts on a backend that is refused.
+    """
+    ensure_executor()
+    caps = executor.caps()
+    return SessionConfig(
+        rootfs=str(settings.EXECUTOR_ROOTFS),
+        root_dir=str(settings.VAR_DIR / "sessions" / str(os.getpid())),
+        limits=caps.narrowed(
+            memory_mib=min(settings.AGENTS_SESSION_MEMORY_MIB, caps.memory_mib),
+        ),
+        idle_timeout_s=settings.AGENTS_SESSION_IDLE_S,
+        max_lifetime_s=settings.AGENTS_SESSION_MAX_LIFETIME_S,
+    )

@@ -25,7 +25,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 import executor
-from executor.sessions import Session, SessionConfig, SessionManager, SessionNotFound
+from executor.sessions import Session, SessionManager, SessionNotFound
 from webapp.agents import conf
 from webapp.agents.models import AgentSession, ApiToken
 from webapp.agents.schemas import ApiError
@@ -59,21 +59,9 @@ def session_manager() -> SessionManager:
     global _manager, _manager_pid
     with _lock:
         if _manager is None or _manager_pid != os.getpid():
-            from webapp.executor_glue import ensure_executor
+            from webapp.executor_glue import session_config
 
-            ensure_executor()  # fail closed exactly like stateless runs do
-            caps = executor.caps()
-            limits = caps.narrowed(
-                memory_mib=min(conf.get_int("AGENTS_SESSION_MEMORY_MIB"), caps.memory_mib),
-            )
-            config = SessionConfig(
-                rootfs=str(settings.EXECUTOR_ROOTFS),
-                root_dir=str(settings.VAR_DIR / "sessions" / str(os.getpid())),
-                limits=limits,
-                idle_timeout_s=conf.get("AGENTS_SESSION_IDLE_S"),
-                max_lifetime_s=conf.get("AGENTS_SESSION_MAX_LIFETIME_S"),
-            )
-            _manager = SessionManager(config, on_close=_mark_closed)
+            _manager = SessionManager(session_config(), on_close=_mark_closed)
             _manager_pid = os.getpid()
             _start_beat()
         return _manager

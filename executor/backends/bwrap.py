@@ -7,9 +7,8 @@ and `wait_idle()` wait for those teardowns, so "nothing is left" holds once they
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
+import marshal
 import os
 import shutil
 import signal
@@ -240,10 +239,11 @@ class BwrapBackend:
             "language": spec.language,
             "interpreter_mode": spec.interpreter_mode,
             "env": program_env(spec.env),
-            "files": {name: base64.b64encode(data).decode() for name, data in spec.files.items()},
+            "files": dict(spec.files),
             "rlimits": program_rlimits(limits, memory_cgroup=memory_cgroup),
         }
-        body = json.dumps(message).encode()
+        # marshal: the driver must not import json (see executor/policy/driver.py).
+        body = marshal.dumps(message)
         return _Job(payload=len(body).to_bytes(8, "big") + body, stdin=spec.stdin)
 
 

@@ -51,7 +51,7 @@ if job["language"] == "bash":
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)
     os.execvpe("bash", ["bash", "-c", job["code"]], job["env"])
-import ast, builtins, traceback, types
+import ast, builtins, types
 main = types.ModuleType("__main__")
 main.__builtins__ = builtins
 sys.modules["__main__"] = main
@@ -65,7 +65,11 @@ try:
 except SystemExit:
     raise
 except BaseException as exc:
-    traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+    exc.__traceback__ = exc.__traceback__.tb_next
+    try:
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+    except BaseException:
+        sys.__excepthook__(type(exc), exc, exc.__traceback__)
     sys.exit(1)
 """
 

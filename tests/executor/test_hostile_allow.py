@@ -47,6 +47,54 @@ def test_allow_a_syntax_error_is_reported(sandbox: SandboxRunner) -> None:
     assert "SyntaxError" in result.stderr
 
 
+def test_allow_a_traceback_reads_like_python_c_without_the_drivers_frames(
+    sandbox: SandboxRunner,
+) -> None:
+    result = sandbox.run("def f():\n    1 / 0\n\nprint('before')\nf()\n")
+
+    assert (result.exit_code, result.stdout) == (1, "before\n")
+    assert result.stderr == (
+        "Traceback (most recent call last):\n"
+        '  File "<string>", line 5, in <module>\n'
+        '  File "<string>", line 2, in f\n'
+        "ZeroDivisionError: division by zero\n"
+    )
+
+
+def test_allow_a_programs_own_excepthook_reports_its_uncaught_exception(
+    sandbox: SandboxRunner,
+) -> None:
+    code = (
+        "import sys\n"
+        "sys.excepthook = lambda kind, exc, tb: print('hooked', kind.__name__, exc)\n"
+        "raise KeyError('k')\n"
+    )
+    result = sandbox.run(code)
+
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "hooked KeyError 'k'\n", "")
+
+
+def test_allow_a_traceback_still_prints_with_every_file_descriptor_used(
+    sandbox: SandboxRunner,
+) -> None:
+    code = (
+        "import os\n"
+        "held = []\n"
+        "try:\n"
+        "    while True:\n"
+        "        held.append(os.open('/dev/null', os.O_RDONLY))\n"
+        "except OSError:\n"
+        "    pass\n"
+        "raise ValueError(f'{len(held)} descriptors held')\n"
+    )
+    result = sandbox.run(code)
+
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Traceback (most recent call last):\n")
+    assert result.stderr.endswith(" descriptors held\n")
+    assert "ValueError: " in result.stderr
+
+
 def test_allow_deep_recursion_fails_cleanly(sandbox: SandboxRunner) -> None:
     result = sandbox.run("def down(n):\n    return down(n + 1)\n\ndown(0)\n")
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from executor.cgroups import SandboxCgroup
 from executor.errors import SandboxFailed
 from executor.limits import Limits
-from executor.policy.bwrap_args import SandboxFds, bwrap_argv
+from executor.policy.bwrap_args import SandboxFds, bwrap_argv, launch_argv
 from executor.policy.mounts import Mount
 from executor.policy.seccomp import seccomp_pipe
 
@@ -33,9 +33,6 @@ logger = logging.getLogger(__name__)
 _EXIT_GRACE_S = 1.0
 # Teardowns queued at most; past that a run tears its sandbox down itself (backpressure).
 REAPER_MAX_PENDING = 32
-
-# Joins the sandbox's cgroups before anything else starts, so no process escapes them.
-_JOIN_CGROUPS = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo 0 > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'  # noqa: E501
 
 
 class Sandbox:
@@ -66,7 +63,7 @@ class Sandbox:
     ) -> Sandbox:
         """Start bwrap (with `mounts` bound in, see executor/policy/mounts.py); the driver
         then waits for its one job. Pooled sandboxes are started without mounts."""
-        cgroup = SandboxCgroup.create(cgroup_parents, host_uid) if cgroup_parents else None
+        cgroup = SandboxCgroup.create(cgroup_parents) if cgroup_parents else None
         fds_to_close: list[int] = []
         try:
             if cgroup is not None:
@@ -81,9 +78,9 @@ class Sandbox:
             argv = bwrap_argv(
                 rootfs=rootfs, limits=limits, fds=fds, hard_limit_s=hard_limit_s, mounts=mounts
             )
-            if cgroup is not None:
-                files = cgroup.procs_files
-                argv = ["/bin/sh", "-c", _JOIN_CGROUPS, "sh", str(len(files)), *files, *argv]
+            argv = launch_argv(
+                argv, cgroup_procs=cgroup.procs_files if cgroup else (), host_uid=host_uid
+            )
             proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE,
@@ -92,9 +89,6 @@ class Sandbox:
                 pass_fds=(seccomp_r, job_r, status_w),
                 env={},  # bwrap itself must not carry the host environment (/proc/1/environ)
                 start_new_session=True,
-                user=host_uid,
-                group=host_uid,
-                extra_groups=[] if host_uid is not None else None,
             )
         except OSError as exc:
             if cgroup is not None:

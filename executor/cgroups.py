@@ -61,7 +61,9 @@ class SandboxCgroup:
     dirs: dict[str, str]
 
     @classmethod
-    def create(cls, parents: dict[str, str], owner_uid: int | None) -> SandboxCgroup:
+    def create(cls, parents: dict[str, str]) -> SandboxCgroup:
+        """The groups, empty. The launcher joins them before it drops privileges
+        (executor/policy/bwrap_args.launch_argv), so they stay owned by us."""
         name = f"undoable-{os.getpid()}-{next(_counter)}"
         dirs: dict[str, str] = {}
         try:
@@ -69,9 +71,6 @@ class SandboxCgroup:
                 path = os.path.join(parent, name)
                 os.mkdir(path)
                 dirs[controller] = path
-                if owner_uid is not None:
-                    # The launcher drops privileges before joining its group.
-                    os.chown(os.path.join(path, "cgroup.procs"), owner_uid, -1)
         except OSError:
             cls(dirs).remove()
             raise

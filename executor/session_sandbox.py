@@ -24,10 +24,9 @@ from typing import Any
 from executor.cgroups import SandboxCgroup
 from executor.errors import SandboxFailed
 from executor.limits import Limits
-from executor.policy.bwrap_args import SandboxFds, bwrap_argv, program_rlimits
+from executor.policy.bwrap_args import SandboxFds, bwrap_argv, launch_argv, program_rlimits
 from executor.policy.seccomp import seccomp_pipe
 
-_JOIN_CGROUPS = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo 0 > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'  # noqa: E501
 # pip inside a session: the rootfs's Python is "externally managed" (PEP 668); installs go to
 # the user site in the writable HOME (/workspace/.local), offline, without a cache.
 SESSION_ENV = {
@@ -85,7 +84,7 @@ class SessionSandbox:
     @classmethod
     def start(cls, *, rootfs: str, workdir: str, limits: Limits, lifetime_s: float,
               host_uid: int | None, cgroup_parents: dict[str, str]) -> SessionSandbox:  # fmt: skip
-        cgroup = SandboxCgroup.create(cgroup_parents, host_uid) if cgroup_parents else None
+        cgroup = SandboxCgroup.create(cgroup_parents) if cgroup_parents else None
         memory_cgroup = bool(cgroup and cgroup.has_memory)
         rlimits = program_rlimits(limits, memory_cgroup=memory_cgroup)
         config = json.dumps({"rlimits": rlimits, "max_output_bytes": limits.max_output_bytes})
@@ -100,11 +99,8 @@ class SessionSandbox:
             fds = SandboxFds(seccomp=seccomp_r, job=cmd_r, status=reply_w)
             argv = session_argv(rootfs=rootfs, workdir=workdir, limits=limits, fds=fds,
                                 lifetime_s=lifetime_s, config=config)  # fmt: skip
-            if cgroup is not None:
-                files = cgroup.procs_files
-                argv = ["/bin/sh", "-c", _JOIN_CGROUPS, "sh", str(len(files)), *files, *argv]
-            drop: dict[str, Any] = (
-                {"user": host_uid, "group": host_uid, "extra_groups": []} if host_uid else {}
+            argv = launch_argv(
+                argv, cgroup_procs=cgroup.procs_files if cgroup else (), host_uid=host_uid
             )
             proc = subprocess.Popen(
                 argv,
@@ -114,7 +110,6 @@ class SessionSandbox:
                 pass_fds=(seccomp_r, cmd_r, reply_w),
                 env={},
                 start_new_session=True,
-                **drop,
             )
         except OSError as exc:
             if cgroup is not None:

@@ -4,7 +4,6 @@ The hostile-program suite (test_hostile.py) covers what programs cannot do; thes
 how this backend manages its sandboxes. Real sandboxes on the real root filesystem.
 """
 
-import glob
 import os
 import shutil
 import tempfile
@@ -37,17 +36,70 @@ def processes_of(uid: int) -> list[int]:
     return found
 
 
+# Every cgroup folder a sandbox of this module's backends (host uid HOST_UID) was given. Other
+# suites in the same process (the web app's warm pool) have groups of their own.
+_STARTED_CGROUPS: set[str] = set()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def record_started_cgroups():
+    start = BwrapBackend._start
+
+    def recording_start(self, *args, **kwargs):
+        sandbox = start(self, *args, **kwargs)
+        if self.host_uid == HOST_UID and sandbox.cgroup is not None:
+            _STARTED_CGROUPS.update(sandbox.cgroup.dirs.values())
+        return sandbox
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BwrapBackend, "_start", recording_start)
+        yield
+
+
 def our_cgroups() -> list[str]:
-    """This module's sandbox cgroups (their cgroup.procs belongs to HOST_UID): other suites in
-    the same process (the web app's warm pool) have groups of their own."""
-    found = []
-    for path in glob.glob(f"/sys/fs/cgroup/*/**/undoable-{os.getpid()}-*", recursive=True):
-        try:
-            if os.stat(os.path.join(path, "cgroup.procs")).st_uid == HOST_UID:
-                found.append(path)
-        except FileNotFoundError:
-            continue
-    return found
+    """This module's sandbox cgroups that still exist."""
+    return sorted(path for path in _STARTED_CGROUPS if os.path.isdir(path))
+
+
+def test_sandboxes_get_cgroups_so_the_leak_checks_below_can_fail():
+    backend = create_backend("bwrap", rootfs=ROOTFS, host_uid=HOST_UID, warm_pool_size=1)
+    try:
+        assert backend.wait_warm(30)
+        assert our_cgroups(), "this host gives sandboxes no cgroups: nothing below is checked"
+    finally:
+        backend.close()
+    assert our_cgroups() == []
+
+
+def test_the_sandbox_runs_as_the_host_uid_with_no_groups_or_inheritable_caps():
+    # Give this (root) process a supplementary group the sandbox must not inherit.
+    groups = os.getgroups()
+    os.setgroups([4])
+    backend = create_backend("bwrap", rootfs=ROOTFS, host_uid=HOST_UID, warm_pool_size=1)
+    try:
+        assert backend.wait_warm(30)
+        (launcher,) = [p for p in processes_of(HOST_UID) if _comm(p) == "timeout"]
+        status = _status(launcher)
+        assert status["Uid"].split() == [str(HOST_UID)] * 4
+        assert status["Gid"].split() == [str(HOST_UID)] * 4
+        assert status["Groups"] == ""
+        assert int(status["CapInh"], 16) == int(status["CapPrm"], 16) == 0
+        assert int(status["CapEff"], 16) == 0
+    finally:
+        os.setgroups(groups)
+        backend.close()
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _status(pid: int) -> dict[str, str]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {key: value.strip() for key, _, value in (line.partition(":") for line in lines)}
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from executor.policy.bwrap_args import (
     SandboxFds,
     bwrap_argv,
     driver_source,
+    launch_argv,
     program_env,
     program_rlimits,
 )
@@ -390,3 +391,32 @@ def test_a_session_keeps_every_other_part_of_the_policy(folder):
                 *one_shot[workspace_tmpfs + 6 :], "--setenv", "X", "1"]  # fmt: skip
     expected.remove("--as-pid-1")
     assert session == expected
+
+
+def test_the_launcher_joins_the_cgroups_before_dropping_to_the_host_uid():
+    procs = ["/sys/fs/cgroup/memory/x/cgroup.procs", "/sys/fs/cgroup/pids/x/cgroup.procs"]
+    command = launch_argv(argv(), cgroup_procs=procs, host_uid=65534)
+    assert command[:2] == ["/bin/sh", "-c"]
+    assert command[3:6] == ["sh", "2", *procs[:1]] and command[6] == procs[1]
+    setpriv = command.index("setpriv")
+    assert setpriv == 7
+    drop = command[setpriv : command.index("--", setpriv)]
+    assert drop == [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+    ]
+    assert command[command.index("--", setpriv) + 1 :] == argv()
+
+
+def test_the_launcher_adds_nothing_it_is_not_asked_for():
+    assert launch_argv(argv(), cgroup_procs=(), host_uid=None) == argv()
+    assert launch_argv(argv(), cgroup_procs=(), host_uid=1234)[0] == "setpriv"
+
+
+def test_a_hostile_cgroup_path_stays_one_argument_after_the_count():
+    hostile = "/sys/fs/cgroup/x; rm -rf / #/cgroup.procs"
+    command = launch_argv(["true"], cgroup_procs=[hostile], host_uid=None)
+    assert command == ["/bin/sh", "-c", command[2], "sh", "1", hostile, "true"]

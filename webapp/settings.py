@@ -259,6 +259,10 @@ AGENTS_SESSION_MAX_FILE_BYTES = env_int(
 )
 AGENTS_SESSION_MEMORY_MIB = env_int("AGENTS_SESSION_MEMORY_MIB", 512, minimum=16)
 AGENTS_SESSION_WORKDIR_QUOTA_MIB = env_int("AGENTS_SESSION_WORKDIR_QUOTA_MIB", 256, minimum=1)
+# How the other web processes reach this one (http://10.0.0.5:8000), so a session request that
+# arrives at a process not holding the session is passed to the one that does. Empty: it is
+# answered 503 instead, and the load balancer must route a session's requests to one process.
+AGENTS_PEER_URL = env_str("UNDOABLE_PEER_URL")
 
 # --- LLM -----------------------------------------------------------------------------------
 LLM_BASE_URL = env_str("LLM_BASE_URL")

@@ -63,6 +63,18 @@ def account(topology: Topology) -> Account:
     return Account(username=username, password=password, token=token)
 
 
+@pytest.fixture(scope="session")
+def stranger_token(topology: Topology) -> str:
+    """An API token of another user."""
+    topology.manage(
+        "shell",
+        "-c",
+        "from django.contrib.auth import get_user_model; "
+        "get_user_model().objects.create_user('stranger')",
+    )
+    return topology.manage("create_api_token", "stranger").strip()
+
+
 @pytest.fixture
 def browser(topology: Topology, account: Account) -> WebClient:
     """A signed-in browser on web process 0."""

@@ -167,12 +167,14 @@ class Topology:
         env.update(json.loads(os.environ.get("UNDOABLE_TOPOLOGY_ENV", "{}")))
         return env
 
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         log = (self.root / "logs" / f"{name}.log").open("ab")
         # Own session: a kill of the whole worker (main + pool children) is one killpg.
         proc = subprocess.Popen(
-            argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            argv, cwd=REPO, env={**self.env, **(env or {})}, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         self.procs[name] = proc
         return proc
@@ -266,6 +268,8 @@ class Topology:
             f"web{index}",
             [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.web_ports[index]),
              os.environ.get("UNDOABLE_TOPOLOGY_ASGI", "webapp.asgi:application")],
+            # Each web process tells its peers where to pass requests for its sessions.
+            env={"UNDOABLE_PEER_URL": self.web_url(index)},
         )  # fmt: skip
 
     def wait_web(self, index: int) -> None:

@@ -2,10 +2,12 @@
 
 The sandbox of a session lives in the process that created it (AgentSession.worker says which);
 in the embedded setup that is the one web process. With several web processes, a request that
-reaches one that does not hold the session is answered, not routed: 410 when the holder is gone
-(the live-process registry, webapp.reliability.workers, has not heard from it in
-RUN_LOST_AFTER_S), else 503 — the load balancer must keep a session's requests on one process
-(sticky routing). A process holding sessions beats in that registry from its first session on.
+reaches one that does not hold the session is passed on to the holder when the holder said
+where it can be reached (AGENTS_PEER_URL; webapp.agents.session_forward), answered 410 when the
+holder is gone (the live-process registry, webapp.reliability.workers, has not heard from it in
+RUN_LOST_AFTER_S), else 503: then the load balancer must keep a session's requests on one
+process (sticky routing). A process holding sessions beats in that registry from its first
+session on.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from executor.sessions import Session, SessionManager, SessionNotFound
 from webapp.agents import conf
 from webapp.agents.models import AgentSession, ApiToken
 from webapp.agents.schemas import ApiError
-from webapp.reliability.workers import BeatThread, process_beat, process_state
+from webapp.agents.session_forward import HeldByPeer
+from webapp.reliability.workers import BeatThread, process_address, process_beat, process_state
 
 logger = logging.getLogger(__name__)
 
@@ -74,10 +77,10 @@ def _start_beat() -> None:
     global _beat
     if settings.REDIS_URL:
         try:
-            process_beat(worker_name())
+            process_beat(worker_name(), settings.AGENTS_PEER_URL)
         except redis.RedisError as exc:  # the thread keeps trying
             logger.warning("alive beat failed", extra={"error": repr(exc)})
-        _beat = BeatThread(worker_name())
+        _beat = BeatThread(worker_name(), settings.AGENTS_PEER_URL)
         _beat.start()
 
 
@@ -139,14 +142,18 @@ def get_session_for_user(user: User, session_id: str) -> tuple[AgentSession, Ses
     return row, session
 
 
-def _held_elsewhere(row: AgentSession) -> ApiError:
-    """The answer for a session another process holds: gone with it (410), or go there (503)."""
+def _held_elsewhere(row: AgentSession) -> Exception:
+    """For a session another process holds: pass the request there (HeldByPeer), or answer
+    that it is gone with its holder (410) or must be sent there (503)."""
     state = process_state(row.worker)
     logger.info(
         "session held elsewhere", extra={"session_id": row.pk, "worker": row.worker, "state": state}
     )
     if state == "lost":
         return ApiError(410, "session lost: the worker holding it is gone")
+    address = process_address(row.worker)
+    if address:
+        return HeldByPeer(address, row.worker)
     return ApiError(
         503,
         f"the session is held by another web process ({row.worker}); send its requests to the "

@@ -15,6 +15,7 @@ from webapp.agents.exec_services import in_pool, result_json
 from webapp.agents.models import AgentSession
 from webapp.agents.ratelimit import limiter
 from webapp.agents.schemas import ApiError, SessionExecIn, check_timeout, parse_model
+from webapp.agents.session_forward import served_by_holder
 from webapp.agents.session_services import (
     get_session_for_user,
     session_create,
@@ -65,12 +66,14 @@ async def create_session(request: HttpRequest) -> HttpResponse:
 
 
 @router.get("/{session_id}", response={200: SessionOut, **SESSION_ERRORS}, summary="Session status")
+@served_by_holder
 async def get_session(request: HttpRequest, session_id: str) -> HttpResponse:
     row, _ = await _load(request, session_id)
     return JsonResponse(_session_json(row))
 
 
 @router.delete("/{session_id}", response={204: None, **SESSION_ERRORS}, summary="End a session")
+@served_by_holder
 async def delete_session(request: HttpRequest, session_id: str) -> HttpResponse:
     row, _ = await _load(request, session_id)
     await sync_to_async(session_delete)(row=row)
@@ -88,6 +91,7 @@ async def delete_session(request: HttpRequest, session_id: str) -> HttpResponse:
         }
     },
 )
+@served_by_holder
 async def exec_in_session(request: HttpRequest, session_id: str) -> HttpResponse:
     """Python variables, imports and functions persist between calls; the value of a final bare
     expression is printed; a failing cell prints its traceback and keeps earlier state."""
@@ -111,6 +115,7 @@ async def exec_in_session(request: HttpRequest, session_id: str) -> HttpResponse
 @router.get(
     "/{session_id}/files", response={200: FileListOut, **SESSION_ERRORS}, summary="List files"
 )
+@served_by_holder
 async def list_files(request: HttpRequest, session_id: str, path: str = "") -> HttpResponse:
     row, session = await _load(request, session_id)
     try:
@@ -124,6 +129,7 @@ async def list_files(request: HttpRequest, session_id: str, path: str = "") -> H
 
 @router.put("/{session_id}/files/{path:path}", response={200: FileOut, **SESSION_ERRORS},
             summary="Upload a file (raw request body)")  # fmt: skip
+@served_by_holder
 async def put_file(request: HttpRequest, session_id: str, path: str) -> HttpResponse:
     row, session = await _load(request, session_id)
     limit = conf.get_int("AGENTS_SESSION_MAX_FILE_BYTES")
@@ -144,6 +150,7 @@ async def put_file(request: HttpRequest, session_id: str, path: str) -> HttpResp
 
 @router.get("/{session_id}/files/{path:path}", response={200: bytes, **SESSION_ERRORS},
             summary="Download a file (raw bytes)")  # fmt: skip
+@served_by_holder
 async def get_file(request: HttpRequest, session_id: str, path: str) -> HttpResponse:
     row, session = await _load(request, session_id)
     try:
@@ -156,6 +163,7 @@ async def get_file(request: HttpRequest, session_id: str, path: str) -> HttpResp
 
 @router.delete("/{session_id}/files/{path:path}", response={204: None, **SESSION_ERRORS},
                summary="Delete a file or directory")  # fmt: skip
+@served_by_holder
 async def delete_file(request: HttpRequest, session_id: str, path: str) -> HttpResponse:
     row, session = await _load(request, session_id)
     try:

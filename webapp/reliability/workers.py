@@ -4,6 +4,7 @@
 - A registry of live processes in Redis: every worker (and any process holding stateful
   sessions) refreshes `undoable:alive:<name>` every RUN_HEARTBEAT_INTERVAL_S with a TTL of
   RUN_LOST_AFTER_S, so `process_state(name)` tells "alive" from "lost" without waiting on a ping.
+  A web process stores there the URL its peers reach it at (`process_address(name)`).
 - `pinned_queue(name)`: the per-worker queue each Celery worker also consumes, so work for a
   session goes to the worker holding its sandbox (`task.apply_async(..., queue=pinned_queue(w))`).
 """
@@ -64,12 +65,25 @@ def _client() -> redis.Redis | None:
     return _client_for(settings.REDIS_URL) if settings.REDIS_URL else None
 
 
-def process_beat(name: str) -> None:
-    """Say `name` is alive for the next RUN_LOST_AFTER_S seconds."""
+def process_beat(name: str, address: str = "") -> None:
+    """Say `name` is alive for the next RUN_LOST_AFTER_S seconds (reachable at `address`)."""
     client = _client()
     if client is not None:
         ttl_ms = int(conf.seconds("RUN_LOST_AFTER_S") * 1000)
-        client.set(_ALIVE_PREFIX + name, b"1", px=ttl_ms)
+        client.set(_ALIVE_PREFIX + name, address.encode() or b"1", px=ttl_ms)
+
+
+def process_address(name: str) -> str:
+    """The URL live process `name` said its peers reach it at; "" if none or not known now."""
+    client = _client()
+    if client is None:
+        return ""
+    try:
+        value = client.get(_ALIVE_PREFIX + name)
+    except redis.RedisError:
+        return ""
+    address = value.decode() if isinstance(value, bytes) else ""
+    return address if address.startswith(("http://", "https://")) else ""
 
 
 def process_gone(name: str) -> None:
@@ -102,16 +116,17 @@ def process_state(name: str) -> ProcessState:
 class BeatThread(threading.Thread):
     """Refreshes the registry key of `name` until `stop()`; survives Redis restarts."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, address: str = "") -> None:
         super().__init__(name="alive-beat", daemon=True)
         self.process_name = name
+        self.address = address
         self._stop_event = threading.Event()
 
     def run(self) -> None:
         interval = conf.seconds("RUN_HEARTBEAT_INTERVAL_S")
         while True:
             try:
-                process_beat(self.process_name)
+                process_beat(self.process_name, self.address)
             except redis.RedisError as exc:  # Redis restarting: the next beat re-registers
                 logger.warning("alive beat failed", extra={"error": repr(exc)})
             if self._stop_event.wait(interval):

@@ -8,7 +8,7 @@ from ninja import Router, Schema
 from executor import RunResult
 from webapp.agents import conf
 from webapp.agents.exec_services import exec_build_spec, exec_run, in_pool, result_json
-from webapp.agents.ratelimit import limiter
+from webapp.agents.ratelimit import get_limiter
 from webapp.agents.schemas import ExecIn, parse_model
 
 router = Router(tags=["exec"])
@@ -38,7 +38,7 @@ def wants_json(request: HttpRequest) -> bool:
 def take_quota(request: HttpRequest) -> object:
     """Spend one request of the caller's rate (429 + Retry-After when empty); returns its key."""
     key = request.auth.pk  # type: ignore[attr-defined]
-    limiter.take(
+    get_limiter().take(
         key, per_minute=conf.get("AGENTS_RATE_PER_MINUTE"), burst=conf.get_int("AGENTS_RATE_BURST")
     )
     return key
@@ -74,6 +74,6 @@ async def exec_code(request: HttpRequest) -> HttpResponse:
     payload = parse_model(ExecIn, request.body)
     spec, timeout_s = exec_build_spec(payload)
     key = take_quota(request)
-    with limiter.slot(key, limit=conf.get_int("AGENTS_MAX_CONCURRENT_PER_TOKEN")):
+    with get_limiter().slot(key, limit=conf.get_int("AGENTS_MAX_CONCURRENT_PER_TOKEN")):
         result, combined = await in_pool(exec_run, spec, timeout_s=timeout_s)
     return render_result(request, result, combined)

@@ -1,8 +1,14 @@
 """Per-token quotas: a token bucket for request rate and a cap on runs in flight.
 
-In-process: each web/worker process keeps its own counters, so with N processes a token may get
-up to N times the configured figures. Good enough to stop a runaway agent loop; a shared (Redis)
-limiter is the upgrade path for a multi-process deployment.
+`get_limiter()` picks the limiter at call time (settings can change, e.g. in tests):
+
+- Embedded default (no `REDIS_URL`): `local_limiter`, counters in this process. One process
+  serves everything, so the figures hold exactly.
+- `REDIS_URL` set (production, docker-compose): `webapp.agents.ratelimit_redis.RedisRateLimiter`,
+  counters in Redis, so N web processes share one bucket and one concurrency cap per token.
+  If Redis is down or errors, that limiter logs a warning and uses `local_limiter` for the call:
+  the API keeps serving, and during the outage a token may get up to N times its quota (one
+  in-process budget per web process) instead of every request failing.
 """
 
 from __future__ import annotations
@@ -11,8 +17,11 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from typing import Protocol
+
+from django.conf import settings
 
 
 class QuotaExceeded(Exception):
@@ -23,6 +32,20 @@ class QuotaExceeded(Exception):
         self.retry_after_s = retry_after_s
 
 
+class Limiter(Protocol):
+    """What the API views use; both the in-process and the Redis limiter provide it."""
+
+    def take(self, key: object, *, per_minute: float, burst: int) -> None: ...
+
+    def slot(self, key: object, *, limit: int) -> AbstractContextManager[None]: ...
+
+    def active(self, key: object) -> int: ...
+
+    def wait_for_active(self, key: object, count: int, timeout: float) -> bool: ...
+
+    def reset(self) -> None: ...
+
+
 @dataclass
 class _Bucket:
     tokens: float
@@ -30,6 +53,8 @@ class _Bucket:
 
 
 class RateLimiter:
+    """The in-process limiter: exact for one process, per-process otherwise."""
+
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._lock = threading.Condition()
@@ -68,6 +93,7 @@ class RateLimiter:
                 self._lock.notify_all()
 
     def active(self, key: object) -> int:
+        """How many runs `key` has in flight."""
         with self._lock:
             return self._active.get(key, 0)
 
@@ -77,8 +103,19 @@ class RateLimiter:
             return self._lock.wait_for(lambda: self._active.get(key, 0) == count, timeout)
 
     def reset(self) -> None:
+        """Refill every bucket (tests); slots in use stay held until their blocks exit."""
         with self._lock:
             self._buckets.clear()
 
 
-limiter = RateLimiter()
+local_limiter = RateLimiter()
+
+
+def get_limiter() -> Limiter:
+    """The limiter for this call: shared through Redis when REDIS_URL is set, else in-process."""
+    if not settings.REDIS_URL:
+        return local_limiter
+    # Imported here: ratelimit_redis builds on this module (QuotaExceeded, local_limiter).
+    from webapp.agents.ratelimit_redis import redis_limiter_for
+
+    return redis_limiter_for(settings.REDIS_URL)

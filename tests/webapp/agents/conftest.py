@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from webapp.agents.ratelimit import limiter
+from webapp.agents.ratelimit import local_limiter
 from webapp.agents.session_services import reset_session_manager
 from webapp.agents.tokens import token_create
 
@@ -60,9 +60,9 @@ def stranger(db: None) -> Persona:
 
 @pytest.fixture(autouse=True)
 def _fresh_quota() -> Iterator[None]:
-    limiter.reset()
+    local_limiter.reset()
     yield
-    limiter.reset()
+    local_limiter.reset()
 
 
 @pytest.fixture

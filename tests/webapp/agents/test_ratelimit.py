@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
 import pytest
+import redis
 from django.test import override_settings
 
 from webapp.agents.models import ApiToken
-from webapp.agents.ratelimit import QuotaExceeded, RateLimiter
+from webapp.agents.ratelimit import QuotaExceeded, RateLimiter, get_limiter
+from webapp.agents.ratelimit_redis import RedisRateLimiter
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -57,8 +60,6 @@ def test_a_token_over_its_rate_gets_429_with_retry_after_and_nothing_runs(owner,
 
 @override_settings(AGENTS_MAX_CONCURRENT_PER_TOKEN=1)
 def test_a_token_over_its_concurrency_cap_gets_429(owner):
-    from webapp.agents.ratelimit import limiter
-
     key = ApiToken.objects.get(owner=owner.user).pk
     slow = {"code": "import time; time.sleep(3)", "timeout_s": 5}
     first: list[int] = []
@@ -66,9 +67,39 @@ def test_a_token_over_its_concurrency_cap_gets_429(owner):
         target=lambda: first.append(owner.post("/api/v1/exec", slow).status_code)
     )
     worker.start()
-    assert limiter.wait_for_active(key, 1, timeout=30)
+    assert get_limiter().wait_for_active(key, 1, timeout=30)
     denied = owner.post("/api/v1/exec", {"code": "print(1)"})
     worker.join(30)
     assert denied.status_code == 429
     assert denied["Retry-After"] == "1"
     assert first == [200]
+
+
+SHARED_REDIS_URL = "redis://127.0.0.1:6379/8"
+
+
+@pytest.fixture
+def shared_quota() -> Iterator[redis.Redis]:
+    """The production key space in a Redis database of its own, emptied before and after."""
+    client = redis.Redis.from_url(SHARED_REDIS_URL)
+    client.flushdb()
+    yield client
+    client.flushdb()
+    client.close()
+
+
+@override_settings(AGENTS_RATE_BURST=2, AGENTS_RATE_PER_MINUTE=1, REDIS_URL=SHARED_REDIS_URL)
+def test_with_redis_a_token_gets_429_once_the_bucket_all_processes_share_is_empty(
+    owner, stranger, shared_quota
+):
+    key = ApiToken.objects.get(owner=owner.user).pk
+    other_process = RedisRateLimiter(SHARED_REDIS_URL, fallback=RateLimiter())
+    body = {"code": "print('ran')"}
+    assert owner.post("/api/v1/exec", body).status_code == 200
+    other_process.take(key, per_minute=1, burst=2)
+    # This process spent one request of two: only the shared bucket can be empty.
+    denied = owner.post("/api/v1/exec", body)
+    assert denied.status_code == 429
+    assert 50 <= int(denied["Retry-After"]) <= 60
+    assert shared_quota.exists(f"undoable:quota:bucket:{key}")
+    assert stranger.post("/api/v1/exec", body).status_code == 200

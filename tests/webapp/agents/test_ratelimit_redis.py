@@ -1,0 +1,126 @@
+"""The shared limiter against the real Redis: two limiter objects stand for two web processes."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+
+from webapp.agents.ratelimit import QuotaExceeded, RateLimiter
+from webapp.agents.ratelimit_redis import RedisRateLimiter
+
+REDIS_URL = "redis://127.0.0.1:6379/7"
+Make = Callable[..., RedisRateLimiter]
+
+
+@pytest.fixture
+def make() -> Iterator[Make]:
+    """Builds limiters sharing one key prefix of their own (one per test), deleted afterwards."""
+    prefix = f"undoable:quota:test-{uuid.uuid4().hex}:"
+    client = redis.Redis.from_url(REDIS_URL)
+
+    def build(*, ttl_s: float = 60.0, url: str = REDIS_URL) -> RedisRateLimiter:
+        return RedisRateLimiter(
+            url, prefix=prefix, slot_ttl_s=lambda: ttl_s, fallback=RateLimiter()
+        )
+
+    yield build
+    for name in client.scan_iter(match=f"{prefix}*"):
+        client.delete(name)
+    client.close()
+
+
+def test_two_processes_draw_on_one_bucket(make: Make):
+    first, second = make(), make()
+    first.take(7, per_minute=60, burst=3)
+    second.take(7, per_minute=60, burst=3)
+    first.take(7, per_minute=60, burst=3)
+    with pytest.raises(QuotaExceeded) as denied:
+        second.take(7, per_minute=60, burst=3)
+    assert denied.value.retry_after_s == 1
+
+
+def test_retry_after_is_the_time_until_the_next_token(make: Make):
+    limiter = make()
+    limiter.take(7, per_minute=1, burst=1)
+    with pytest.raises(QuotaExceeded) as denied:
+        make().take(7, per_minute=1, burst=1)
+    assert denied.value.retry_after_s == 60
+
+
+def test_tokens_have_separate_buckets_and_caps(make: Make):
+    limiter = make()
+    limiter.take("a", per_minute=1, burst=1)
+    limiter.take("b", per_minute=1, burst=1)
+    with limiter.slot("a", limit=1), limiter.slot("b", limit=1):
+        with pytest.raises(QuotaExceeded):
+            limiter.take("a", per_minute=1, burst=1)
+        assert (limiter.active("a"), limiter.active("b"), limiter.active("c")) == (1, 1, 0)
+
+
+def test_two_processes_share_one_concurrency_cap(make: Make):
+    first, second = make(), make()
+    with first.slot(7, limit=2), second.slot(7, limit=2):
+        with pytest.raises(QuotaExceeded) as denied, first.slot(7, limit=2):
+            pass
+        assert denied.value.retry_after_s == 1
+        assert second.wait_for_active(7, 2, timeout=5)
+
+
+def test_a_slot_is_released_when_its_block_ends_or_raises(make: Make):
+    first, second = make(), make()
+    with first.slot(7, limit=1):
+        assert second.active(7) == 1
+    with pytest.raises(RuntimeError), first.slot(7, limit=1):
+        raise RuntimeError("the run failed")
+    assert second.active(7) == 0
+    with second.slot(7, limit=1):
+        assert first.active(7) == 1
+
+
+def test_a_slot_whose_holder_died_stops_counting_after_its_expiry(make: Make):
+    dead, live = make(ttl_s=-1.0), make()
+    with live.slot(7, limit=2):
+        held = dead.slot(7, limit=2)
+        held.__enter__()  # its process dies inside the block: `held` is never exited
+        with live.slot(7, limit=2):
+            assert live.active(7) == 2
+            with pytest.raises(QuotaExceeded), live.slot(7, limit=2):
+                pass
+
+
+def test_an_idle_token_leaves_only_keys_that_expire(make: Make):
+    limiter = make()
+    limiter.take(7, per_minute=60, burst=5)
+    with limiter.slot(7, limit=1):
+        client = redis.Redis.from_url(REDIS_URL)
+        ttls = [client.pttl(name) for name in client.scan_iter(match="undoable:quota:test-*:*:7")]
+    assert len(ttls) == 2
+    assert all(0 < ttl <= 61_000 for ttl in ttls)
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_an_unreachable_redis_falls_back_to_the_in_process_limiter(
+    make: Make, caplog: pytest.LogCaptureFixture
+):
+    limiter = make(url=f"redis://127.0.0.1:{closed_port()}/0")
+    with caplog.at_level(logging.WARNING, logger="webapp.agents.ratelimit_redis"):
+        limiter.take(7, per_minute=1, burst=1)
+    assert "using the in-process limiter" in caplog.text
+    with pytest.raises(QuotaExceeded) as denied:
+        limiter.take(7, per_minute=1, burst=1)
+    assert denied.value.retry_after_s == 60
+    with limiter.slot(7, limit=1):
+        assert limiter.active(7) == 1
+        with pytest.raises(QuotaExceeded), limiter.slot(7, limit=1):
+            pass
+    assert limiter.active(7) == 0

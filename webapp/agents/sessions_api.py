@@ -13,7 +13,7 @@ from webapp.agents import conf
 from webapp.agents.exec_api import ERRORS, ErrorOut, ExecOut, take_quota
 from webapp.agents.exec_services import in_pool, result_json
 from webapp.agents.models import AgentSession
-from webapp.agents.ratelimit import limiter
+from webapp.agents.ratelimit import get_limiter
 from webapp.agents.schemas import ApiError, SessionExecIn, check_timeout, parse_model
 from webapp.agents.session_forward import served_by_holder
 from webapp.agents.session_services import (
@@ -101,7 +101,7 @@ async def exec_in_session(request: HttpRequest, session_id: str) -> HttpResponse
         raise ApiError(413, "code is too large")
     timeout_s = check_timeout(payload.timeout_s, session.config.limits.wall_time_s)
     key = take_quota(request)
-    with limiter.slot(key, limit=conf.get_int("AGENTS_MAX_CONCURRENT_PER_TOKEN")):
+    with get_limiter().slot(key, limit=conf.get_int("AGENTS_MAX_CONCURRENT_PER_TOKEN")):
         try:
             result = await in_pool(
                 session.exec, payload.code, language=payload.language, timeout_s=timeout_s

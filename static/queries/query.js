@@ -160,12 +160,27 @@
     });
   }
 
+  // An action the model marked irreversible runs forward only after the person types the
+  // phrase; the server checks it again (and answers 400, shown below the editors, if it is wrong).
+  function confirmation(side) {
+    if (side !== "forward" || data.reversible) return "";
+    return window.prompt(
+      'This action may not be undoable; undo is best effort. Type "' + data.confirmPhrase + '" to run it.'
+    );
+  }
+
   function startRun(side) {
+    var confirm = confirmation(side);
+    if (confirm === null) {
+      saveState.textContent = "Not run: the run was not confirmed.";
+      return Promise.resolve();
+    }
     window.clearTimeout(saveTimer);
     dirty = false;
     var names = data.credentialNames || [];
     var body = codes();
     body.direction = side;
+    if (confirm) body.confirm = confirm;
     body.credentials = window.UndoableCredentials ? window.UndoableCredentials.valuesFor(names) : {};
     document.querySelectorAll("[data-run]").forEach(function (b) { b.disabled = true; });
     return post(data.runUrl, body).then(function (response) {

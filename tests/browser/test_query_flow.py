@@ -71,3 +71,35 @@ def test_prompt_edit_run_reload_and_stop(signed_in_page: Page, fake_llm_server) 
     page.get_by_test_id("stop").click()
     expect(badge).to_have_attribute("data-status", "cancelled")
     expect(page.get_by_test_id("run-list")).to_contain_text("Cancelled")
+
+
+def test_an_irreversible_action_runs_only_after_the_typed_phrase(
+    signed_in_page: Page, fake_llm_server
+) -> None:
+    page = signed_in_page
+    badge = page.get_by_test_id("run-status")
+    answers = ["yes please", "run anyway"]
+    prompts: list[str] = []
+
+    def answer(dialog) -> None:
+        prompts.append(dialog.message)
+        dialog.accept(answers.pop(0))
+
+    page.on("dialog", answer)
+    fake_llm_server.script(
+        tool_call({**PROPOSAL, "forward_code": "print('sent for good')", "reversible": False})
+    )
+    page.goto("/")
+    page.get_by_placeholder("What should happen?").fill("send something for good")
+    page.get_by_test_id("generate").click()
+    expect(page.get_by_test_id("not-reversible")).to_contain_text("run anyway")
+
+    # A wrong phrase goes to the server, which refuses it; the page says why and nothing runs.
+    page.get_by_test_id("run-forward").click()
+    expect(page.locator("[data-save-state]")).to_contain_text('Type "run anyway"')
+    expect(badge).to_have_text("no run yet")
+
+    page.get_by_test_id("run-forward").click()
+    expect(badge).to_have_attribute("data-status", "succeeded", timeout=30_000)
+    expect(page.get_by_test_id("console")).to_contain_text("sent for good")
+    assert len(prompts) == 2 and "run anyway" in prompts[0]

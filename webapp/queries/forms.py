@@ -53,3 +53,5 @@ class RunBody(SaveBody):
     direction: RunDirection = RunDirection("forward")
     # Values for this run only; never stored. Only the query's credential_names are used.
     credentials: dict[str, str] = Field(default_factory=dict, max_length=50)
+    # The phrase typed to confirm an irreversible forward run (checked by services.query_run).
+    confirm: str = Field(default="", max_length=200)

@@ -11,6 +11,7 @@ import logging
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
@@ -22,6 +23,17 @@ from webapp.queries.publish import publish_run_event
 from webapp.queries.status import status_event
 
 logger = logging.getLogger(__name__)
+
+# What the person types before a forward run of an action the model marked irreversible. The page
+# asks for it; the server checks it (a request that skips the page must not skip the question).
+CONFIRM_PHRASE = "run anyway"
+
+
+class ConfirmationRequired(PermissionDenied):
+    """A forward run of an irreversible query came without the typed confirmation.
+
+    A PermissionDenied, so a caller that does not handle it answers 403 rather than running.
+    """
 
 
 def query_create(
@@ -146,13 +158,32 @@ def run_start(*, run: Run, credentials: dict[str, str]) -> Run:
     return run
 
 
+def confirmation_needed(*, query: Query, direction: str, confirm: str = "") -> bool:
+    """Whether this run still needs the typed confirmation (only forward runs of irreversible
+    queries do; undo runs never: refusing an undo would only make things worse)."""
+    if query.reversible or direction != RunDirection.FORWARD:
+        return False
+    # The page compares the same way: spaces around and letter case do not matter.
+    return confirm.strip().lower() != CONFIRM_PHRASE
+
+
 def query_run(
     *,
     query: Query,
     direction: str = "forward",
     credentials: dict[str, str] | None = None,
+    confirm: str = "",
 ) -> Run:
-    """Create and start a run of the query's current code."""
+    """Create and start a run of the query's current code.
+
+    Raises ConfirmationRequired (no Run created) for a forward run of an irreversible query
+    unless `confirm` is CONFIRM_PHRASE.
+    """
+    if confirmation_needed(query=query, direction=direction, confirm=confirm):
+        logger.info("irreversible run refused", extra={"query_id": query.pk})
+        raise ConfirmationRequired(
+            f'This action may not be undoable. Type "{CONFIRM_PHRASE}" to confirm the run.'
+        )
     return run_start(
         run=run_create(query=query, direction=direction), credentials=credentials or {}
     )

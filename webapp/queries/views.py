@@ -111,12 +111,15 @@ def query_detail(request: HttpRequest, query_id: int) -> HttpResponse:
             "latest": latest,
             "llm_configured": llm.llm_configured(),
             "executor_problem": _sandbox_problem(),
+            "confirm_phrase": services.CONFIRM_PHRASE,
             "page_data": {
                 "queryId": query.pk,
                 "saveUrl": reverse("queries:query-save", args=[query.pk]),
                 "runUrl": reverse("queries:run-create", args=[query.pk]),
                 "runListUrl": reverse("queries:run-list", args=[query.pk]),
                 "credentialNames": query.credential_names,
+                "reversible": query.reversible,
+                "confirmPhrase": services.CONFIRM_PHRASE,
                 "latestRun": status_payload(latest) if latest else None,
                 "latestRunUrl": reverse("queries:run-detail", args=[latest.pk]) if latest else None,
             },
@@ -174,9 +177,15 @@ def run_create(request: HttpRequest, query_id: int) -> JsonResponse:
         reverse_code=body.reverse_code,
         credential_names=body.credential_names,
     )
-    run = services.query_run(
-        query=query, direction=RunDirection(body.direction), credentials=body.credentials
-    )
+    try:
+        run = services.query_run(
+            query=query,
+            direction=RunDirection(body.direction),
+            credentials=body.credentials,
+            confirm=body.confirm,
+        )
+    except services.ConfirmationRequired as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
     return JsonResponse(
         {
             "run": status_payload(run),

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from executor.cgroups import SandboxCgroup
 from executor.errors import SandboxFailed
 from executor.limits import Limits
-from executor.policy.bwrap_args import SandboxFds, bwrap_argv, launch_argv
+from executor.policy.bwrap_args import SandboxFds, bwrap_argv, driver_payload, launch_argv
 from executor.policy.mounts import Mount
 from executor.policy.seccomp import seccomp_pipe
 
@@ -90,6 +90,8 @@ class Sandbox:
                 env={},  # bwrap itself must not carry the host environment (/proc/1/environ)
                 start_new_session=True,
             )
+            # The supervisor itself comes first on the job pipe; it fits the pipe's buffer.
+            os.write(job_w, driver_payload(rootfs))
         except OSError as exc:
             if cgroup is not None:
                 cgroup.remove()

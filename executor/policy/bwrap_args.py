@@ -6,8 +6,11 @@ unit-tested in one place (tests/executor/test_bwrap_policy.py).
 
 from __future__ import annotations
 
+import importlib.util
+import marshal
 import os
 import resource
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -36,14 +39,58 @@ class SandboxFds:
     """Host file descriptors inherited by bwrap (same numbers inside the sandbox)."""
 
     seccomp: int  # read end holding the BPF program; bwrap reads and closes it
-    job: int  # read end: the driver receives its one job here
+    job: int  # read end: the driver's own code (driver_payload), then its one job
     status: int  # write end: the driver reports "ready" and the program's wait status
 
 
 @cache
 def driver_source() -> str:
-    """The in-sandbox supervisor's source, passed to python3 with -c (no host file is bound)."""
+    """The in-sandbox supervisor's source (executor/policy/driver.py)."""
     return (Path(__file__).with_name("driver.py")).read_text()
+
+
+# What python3 -c runs in the sandbox: read the supervisor from the job fd and run it. The
+# supervisor travels as a code object when the sandbox's Python can load ours, because
+# compiling its source cost every single-use sandbox ~2 ms of CPU. EOF before it arrives
+# means the host discarded the sandbox: exit 125 as the supervisor would.
+_BOOTSTRAP = """import marshal, os
+def _read(size, data=b""):
+    while len(data) < size:
+        part = os.read({fd}, size - len(data))
+        if not part:
+            os._exit(125)
+        data += part
+    return data
+_driver = _read(int.from_bytes(_read(8), "big"))
+exec(marshal.loads(_driver[1:]) if _driver[:1] == b"M" else _driver[1:].decode())
+"""
+
+
+@cache
+def driver_payload(rootfs: str) -> bytes:
+    """What the host writes on a new sandbox's job fd first: length, kind, the supervisor.
+
+    Kind b"M": the code object, marshalled, when the rootfs's Python has our bytecode magic
+    number (same minor version); else b"S": the source, compiled in the sandbox.
+    """
+    source = driver_source()
+    if _rootfs_bytecode_magic(rootfs) == importlib.util.MAGIC_NUMBER:
+        body = b"M" + marshal.dumps(compile(source, "<string>", "exec"))
+    else:
+        body = b"S" + source.encode()
+    return len(body).to_bytes(8, "big") + body
+
+
+def _rootfs_bytecode_magic(rootfs: str) -> bytes:
+    """The magic number of the rootfs's own compiled `os` module for our Python version."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    cache_tag = sys.implementation.cache_tag
+    pyc = Path(rootfs, f"usr/lib/python{version}/__pycache__/os.{cache_tag}.pyc")
+    try:
+        with pyc.open("rb") as compiled:
+            return compiled.read(4)
+    except OSError:
+        return b""
 
 
 def bwrap_argv(
@@ -177,7 +224,8 @@ def launch_argv(
 
 
 def _driver_command(fds: SandboxFds) -> list[str]:
-    return ["/usr/bin/python3", "-I", "-c", driver_source(), str(fds.job), str(fds.status)]
+    bootstrap = _BOOTSTRAP.format(fd=int(fds.job))
+    return ["/usr/bin/python3", "-I", "-c", bootstrap, str(fds.job), str(fds.status)]
 
 
 def _checked_command(command: Sequence[str]) -> list[str]:

@@ -1,6 +1,7 @@
 """The bwrap sandbox policy as pure functions: command line, rlimits, seccomp filter."""
 
 import errno
+import marshal
 import os
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from executor.policy.bwrap_args import (
     BASE_ENV,
     SandboxFds,
     bwrap_argv,
+    driver_payload,
     driver_source,
     launch_argv,
     program_env,
@@ -142,6 +144,29 @@ def test_it_hands_bwrap_the_seccomp_filter_and_the_driver_its_fds():
 
 def test_the_driver_source_is_valid_python():
     compile(driver_source(), "driver", "exec")
+
+
+def test_the_driver_travels_compiled_to_a_rootfs_with_our_python():
+    real_rootfs = str(Path(__file__).resolve().parents[2] / "var" / "sandbox-rootfs")
+    payload = driver_payload(real_rootfs)
+    body = payload[8:]
+    assert int.from_bytes(payload[:8], "big") == len(body)
+    assert body[:1] == b"M"
+    assert marshal.loads(body[1:]).co_filename == "<string>"
+
+
+def test_the_driver_travels_as_source_to_a_rootfs_with_another_python(tmp_path):
+    # No compiled stdlib of our version: our bytecode might not load there.
+    payload = driver_payload(str(tmp_path))
+    assert payload[8:] == b"S" + driver_source().encode()
+
+
+def test_the_command_line_carries_a_bootstrap_reading_the_job_fd_not_the_driver():
+    program = argv()[argv().index("--", argv().index("bwrap")) + 1 :]
+    assert program[:3] == ["/usr/bin/python3", "-I", "-c"]
+    assert f"os.read({FDS.job}," in program[3]
+    assert program[4:] == [str(FDS.job), str(FDS.status)]
+    assert len(program[3]) < 500
 
 
 def test_program_env_is_the_base_plus_only_the_allowlist():

@@ -4,10 +4,16 @@ connect(): authenticate, check the run belongs to the user, join the run's group
 replay the stored chunks after `after`, then the current status. Joining first means nothing
 published during the replay is lost; anything seen twice is dropped here by seq (and again by the
 browser), so the client sees each chunk exactly once, in order.
+
+The channel layer may drop an event (a full channel, a Redis restart). A missing chunk shows
+as a gap when the next one arrives and is filled from the database; the final status has no
+next event, so a socket that has heard nothing for QUIET_RECHECK_S re-reads the run itself.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from typing import Any
 from urllib.parse import parse_qs
@@ -17,7 +23,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.http import Http404
 
 from webapp.queries import publish
-from webapp.queries.models import Run
+from webapp.queries.models import FINAL_STATUSES, Run
 from webapp.queries.payloads import ChunkPayload, RunOutputEvent, RunStatusEvent, run_group
 from webapp.queries.selectors import get_run_for_user, run_chunks_after
 from webapp.queries.status import status_payload
@@ -25,12 +31,15 @@ from webapp.queries.status import status_payload
 logger = logging.getLogger(__name__)
 
 REPLAY_BATCH = 500
+QUIET_RECHECK_S = 5.0
 
 
 class RunConsumer(AsyncJsonWebsocketConsumer):
     run_id: int
     last_sent: int
     group: str
+    _watchdog: asyncio.Task[None] | None = None
+    _heard_at: float = 0.0
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -51,11 +60,38 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         await self._replay()
-        await self._send_status()
+        if not await self._send_status():
+            self._heard()
+            self._watchdog = asyncio.create_task(self._recheck_when_quiet())
 
     async def disconnect(self, code: int) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watchdog
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    def _heard(self) -> None:
+        self._heard_at = asyncio.get_running_loop().time()
+
+    async def _recheck_when_quiet(self) -> None:
+        """Until the run is final: after QUIET_RECHECK_S without an event, ask the database."""
+        loop = asyncio.get_running_loop()
+        while True:
+            quiet_for = loop.time() - self._heard_at
+            if quiet_for < QUIET_RECHECK_S:
+                await asyncio.sleep(QUIET_RECHECK_S - quiet_for)
+                continue
+            self._heard()
+            payload = await database_sync_to_async(_current_status)(self.run_id)
+            # Only a final status: a live event may have moved the page on meanwhile.
+            if payload["status"] in FINAL_STATUSES:
+                logger.info("final status found by a quiet socket", extra={"run_id": self.run_id})
+                if payload["last_seq"] > self.last_sent:
+                    await self._replay()
+                await self.send_json(payload)
+                return
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         # The socket is one-way; a client may only ask for a fresh status (after a long sleep).
@@ -63,6 +99,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             await self._send_status()
 
     async def run_output(self, event: RunOutputEvent) -> None:
+        self._heard()
         chunk = event["chunk"]
         if chunk["seq"] <= self.last_sent:
             return
@@ -73,6 +110,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self._send_chunk(chunk)
 
     async def run_status(self, event: RunStatusEvent) -> None:
+        self._heard()
+        if event["status"]["status"] in FINAL_STATUSES and self._watchdog is not None:
+            self._watchdog.cancel()
         if event["status"]["last_seq"] > self.last_sent:
             await self._replay()
         await self.send_json(event["status"])
@@ -89,11 +129,13 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             if len(chunks) < REPLAY_BATCH:
                 return
 
-    async def _send_status(self) -> None:
+    async def _send_status(self) -> bool:
+        """Send the stored status (after any chunk not sent yet); True if it is final."""
         payload = await database_sync_to_async(_current_status)(self.run_id)
         if payload["last_seq"] > self.last_sent:
             await self._replay()
         await self.send_json(payload)
+        return payload["status"] in FINAL_STATUSES
 
 
 @database_sync_to_async

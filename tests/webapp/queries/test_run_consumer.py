@@ -128,3 +128,24 @@ async def test_a_reconnect_mid_run_sees_every_line_once_and_continues_live() -> 
     assert [c["seq"] for c in all_chunks] == list(range(1, len(all_chunks) + 1))
     assert "".join(c["text"] for c in all_chunks) == "".join(f"line {i}\n" for i in range(20))
     await second.disconnect()
+
+
+async def test_a_final_status_the_channel_layer_dropped_still_reaches_a_quiet_socket(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("webapp.queries.consumers.QUIET_RECHECK_S", 0.2)
+    run = await database_sync_to_async(RunFactory)(status=RunStatus.RUNNING)
+    communicator, connected = await connect(run.pk, run.query.owner)
+    assert connected
+    assert (await communicator.receive_json_from(timeout=TIMEOUT))["status"] == "running"
+
+    # The run ends, but none of its events is published (as if the layer dropped them).
+    await database_sync_to_async(RunChunkFactory)(run=run, seq=1, text="last words\n")
+    run.status, run.exit_code = RunStatus.SUCCEEDED, 0
+    await database_sync_to_async(run.save)(update_fields=["status", "exit_code"])
+
+    messages = await receive_until_final(communicator)
+    assert texts(messages) == ["last words\n"]
+    assert [m["type"] for m in messages] == ["chunk", "status"]
+    assert messages[-1]["exit_code"] == 0
+    await communicator.disconnect()

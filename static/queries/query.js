@@ -6,6 +6,8 @@
   var data = JSON.parse(document.getElementById("page-data").textContent);
   function jsonOf(id) { return JSON.parse(document.getElementById(id).textContent); }
   var generated = { forward: jsonOf("generated-forward-code"), reverse: jsonOf("generated-reverse-code") };
+  // The code the last Fix replaced (kept by the server), so a reload still shows the fix's diff.
+  var beforeFix = { forward: jsonOf("forward-code-before-fix"), reverse: jsonOf("reverse-code-before-fix") };
   var consoleView = new window.UndoableConsole(document.querySelector("[data-console]"));
   var badge = document.querySelector("[data-status-badge]");
   var stopButton = document.querySelector("[data-stop]");
@@ -16,7 +18,10 @@
   var dark = window.UndoableTheme ? window.UndoableTheme.isDark() : false;
   var editors = {};
   var diffs = {};
-  var diffBase = { forward: generated.forward, reverse: generated.reverse };
+  var diffBase = {
+    forward: beforeFix.forward || generated.forward,
+    reverse: beforeFix.reverse || generated.reverse,
+  };
   var current = null; // {id, stream, cancelUrl, fixUrl, direction}
 
   function csrfToken() {
@@ -67,7 +72,9 @@
     var tag = document.querySelector('[data-changed="' + side + '"]');
     var toggle = document.querySelector('[data-diff-toggle="' + side + '"]');
     var differs = diffBase[side] !== "" && diffBase[side] !== editors[side].getValue();
-    tag.hidden = !(differs && diffBase[side] === generated[side]);
+    var fromFix = beforeFix[side] !== "" && diffBase[side] === beforeFix[side];
+    tag.hidden = !(differs && !fromFix && diffBase[side] === generated[side]);
+    document.querySelector('[data-fixed="' + side + '"]').hidden = !(differs && fromFix);
     toggle.hidden = !differs && !diffs[side];
   }
 
@@ -122,6 +129,10 @@
       var side = toggle.getAttribute("data-diff-toggle");
       showDiff(side, !diffs[side]);
     });
+  });
+  // After a reload the fix's diff is open again, as it was when the fix arrived.
+  ["forward", "reverse"].forEach(function (side) {
+    if (beforeFix[side] && beforeFix[side] !== editors[side].getValue()) showDiff(side, true);
   });
 
   // --- runs ---------------------------------------------------------------------------------
@@ -220,7 +231,7 @@
       fixNote.hidden = false;
       fixNote.textContent = "Asking the model for a fix…";
       post(current.fixUrl).then(function (fix) {
-        diffBase[side] = fix.previous;
+        diffBase[side] = beforeFix[side] = fix.previous;
         editors[side].setValue(fix.code);
         showDiff(side, true);
         fixNote.textContent = "The model's fix replaced the " + side + " code; the diff shows what changed. " + (fix.explanation || "");

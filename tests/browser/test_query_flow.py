@@ -93,6 +93,7 @@ def test_an_irreversible_action_runs_only_after_the_typed_phrase(
     page.get_by_placeholder("What should happen?").fill("send something for good")
     page.get_by_test_id("generate").click()
     expect(page.get_by_test_id("not-reversible")).to_contain_text("run anyway")
+    expect(page.get_by_test_id("forward-editor")).to_contain_text("sent for good")
 
     # A wrong phrase goes to the server, which refuses it; the page says why and nothing runs.
     page.get_by_test_id("run-forward").click()
@@ -103,3 +104,32 @@ def test_an_irreversible_action_runs_only_after_the_typed_phrase(
     expect(badge).to_have_attribute("data-status", "succeeded", timeout=30_000)
     expect(page.get_by_test_id("console")).to_contain_text("sent for good")
     assert len(prompts) == 2 and "run anyway" in prompts[0]
+
+
+def test_a_fix_shows_its_diff_and_the_diff_survives_a_reload(
+    signed_in_page: Page, fake_llm_server
+) -> None:
+    page = signed_in_page
+    diff = page.locator('[data-diff="forward"]')
+    fake_llm_server.script(
+        tool_call({**PROPOSAL, "forward_code": "raise ValueError('broken on purpose')"})
+    )
+    page.goto("/")
+    page.get_by_placeholder("What should happen?").fill("fail, then get fixed")
+    page.get_by_test_id("generate").click()
+    expect(page.get_by_test_id("forward-editor")).to_contain_text("broken on purpose")
+    page.get_by_test_id("run-forward").click()
+    expect(page.get_by_test_id("run-status")).to_have_attribute(
+        "data-status", "failed", timeout=30_000
+    )
+
+    fake_llm_server.script(tool_call({"code": "print('fixed on purpose')", "explanation": "ok"}))
+    page.get_by_test_id("fix").click()
+    expect(page.get_by_test_id("forward-editor")).to_contain_text("fixed on purpose")
+    expect(diff).to_contain_text("broken on purpose")
+
+    page.reload()
+    expect(page.get_by_test_id("forward-fixed")).to_be_visible()
+    expect(diff).to_be_visible()
+    expect(diff).to_contain_text("broken on purpose")
+    expect(diff).to_contain_text("fixed on purpose")

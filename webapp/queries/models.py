@@ -25,6 +25,9 @@ class Query(models.Model):
     # What the LLM proposed, kept to show "changed from generated".
     generated_forward_code = models.TextField(blank=True)
     generated_reverse_code = models.TextField(blank=True)
+    # The code the last Fix replaced, so the page can show the fix as a diff after a reload.
+    forward_code_before_fix = models.TextField(blank=True)
+    reverse_code_before_fix = models.TextField(blank=True)
     explanation = models.TextField(blank=True)
     hosts = models.JSONField(default=list, blank=True)
     credential_names = models.JSONField(default=list, blank=True)

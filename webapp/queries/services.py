@@ -87,6 +87,8 @@ def _apply_proposal(query: Query, proposal: llm.Proposal) -> None:
     query.hosts = proposal.hosts
     query.reversible = proposal.reversible
     query.generation_error = ""
+    # A new proposal replaces the code a fix was made to: that diff no longer means anything.
+    query.forward_code_before_fix = query.reverse_code_before_fix = ""
 
 
 def query_update(
@@ -120,6 +122,22 @@ def run_propose_fix(*, run: Run) -> llm.Fix:
     if run.error:
         output = f"{output}\n{run.error}"
     return llm.propose_fix(code=run.code, error_output=output, language=run.language)
+
+
+def run_apply_fix(*, run: Run) -> llm.Fix:
+    """Ask for a fix of a failed run and put it in the query in place of the run's code.
+
+    The replaced code (what ran and failed) is kept in `<side>_code_before_fix`, so the page
+    can still show what the fix changed after a reload. On LLMError nothing changes.
+    """
+    fix = run_propose_fix(run=run)
+    query = run.query
+    side = "forward" if run.direction == RunDirection.FORWARD else "reverse"
+    setattr(query, f"{side}_code", fix.code)
+    setattr(query, f"{side}_code_before_fix", run.code)
+    query.save(update_fields=[f"{side}_code", f"{side}_code_before_fix", "updated_at"])
+    logger.info("fix applied", extra={"run_id": run.pk, "query_id": query.pk, "side": side})
+    return fix
 
 
 def run_create(*, query: Query, direction: str = "forward") -> Run:

@@ -209,7 +209,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> JsonResponse:
 def run_fix(request: HttpRequest, run_id: int) -> JsonResponse:
     run = get_run_for_user(request.user, run_id)
     try:
-        fix = services.run_propose_fix(run=run)
+        fix = services.run_apply_fix(run=run)
     except llm.LLMError as exc:
         return JsonResponse({"error": str(exc)}, status=502)
     return JsonResponse({"code": fix.code, "explanation": fix.explanation, "previous": run.code})

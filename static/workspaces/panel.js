@@ -1,12 +1,12 @@
-// The workspace panel: refresh it while a run or a choice is open, tick the rollback
-// countdown, and ask for typed confirmation before running an irreversible action.
+// The workspace panel: refresh it while a run or a choice is open and tick the rollback
+// countdown. (The typed confirmation of an irreversible run is asked by query.js, for every
+// kind, and checked by the server.)
 (function () {
   "use strict";
   const panel = document.querySelector("[data-workspace-panel]");
   if (!panel) return;
   const body = panel.querySelector("[data-panel-body]");
   const url = panel.dataset.panelUrl;
-  const CONFIRM_WORD = "run anyway";
   let timer = null;
 
   function isOpen() {
@@ -39,23 +39,6 @@
     }
   }
 
-  document.addEventListener(
-    "click",
-    function (event) {
-      const button = event.target.closest('[data-run="forward"]');
-      if (!button || panel.dataset.reversible !== "false") return;
-      const typed = window.prompt(
-        'This action may not be undoable; undo is best effort. Type "' + CONFIRM_WORD + '" to run it.'
-      );
-      if ((typed || "").trim().toLowerCase() !== CONFIRM_WORD) {
-        event.preventDefault();
-        event.stopImmediatePropagation();
-      } else {
-        setTimeout(refresh, 500);
-      }
-    },
-    true
-  );
   document.addEventListener("click", function (event) {
     if (event.target.closest("[data-run]")) setTimeout(refresh, 500);
   });

@@ -14,7 +14,7 @@ from webapp.accounts.authed import AuthedHttpRequest
 from webapp.history.selectors import history_list_for_user
 from webapp.history.services import query_delete
 from webapp.queries.selectors import get_query_for_user
-from webapp.queries.services import query_run
+from webapp.queries.services import ConfirmationRequired, query_run
 
 PAGE_SIZE = 20
 CREDENTIAL_FIELD = "credential:"
@@ -40,7 +40,14 @@ def history_rerun_view(request: HttpRequest, query_id: int) -> HttpResponse:
         for key in request.POST
         if key.startswith(CREDENTIAL_FIELD)
     }
-    run = query_run(query=query, credentials=credentials)
+    try:
+        run = query_run(
+            query=query, credentials=credentials, confirm=request.POST.get("confirm", "")
+        )
+    except ConfirmationRequired as refused:
+        # Irreversible: the query's page asks for the typed confirmation.
+        messages.error(request, str(refused))
+        return redirect("queries:query-detail", query_id=query.pk)
     if run.error:
         messages.error(request, run.error)
     return redirect("queries:query-detail", query_id=query.pk)

@@ -114,6 +114,16 @@ def test_re_run_without_a_needed_credential_fails_naming_it(owner, owner_client)
     assert "SLACK_TOKEN" in run.error
 
 
+def test_re_run_of_an_irreversible_query_sends_the_person_to_confirm_on_its_page(
+    owner, owner_client
+) -> None:
+    query = QueryFactory(owner=owner, reversible=False)
+    response = owner_client.post(reverse("history:rerun", args=[query.pk]), follow=True)
+    assert response.redirect_chain[-1][0] == reverse("queries:query-detail", args=[query.pk])
+    assert "run anyway" in response.content.decode()
+    assert not Run.objects.filter(query=query).exists()
+
+
 def test_delete_removes_the_query_its_runs_and_its_links(owner, owner_client) -> None:
     query = QueryFactory(owner=owner)
     RunFactory(query=query)

@@ -12,7 +12,7 @@ import logging
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from executor.limits import Limits
 
@@ -59,6 +59,7 @@ class SandboxCgroup:
     """The groups of one sandbox; `procs_files` are what its launcher writes itself into."""
 
     dirs: dict[str, str]
+    _written: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
 
     @classmethod
     def create(cls, parents: dict[str, str]) -> SandboxCgroup:
@@ -99,12 +100,17 @@ class SandboxCgroup:
             self._write("cpu", "cpu.cfs_quota_us", str(CPU_PERIOD_US))
 
     def _write(self, controller: str, name: str, value: str, optional: bool = False) -> None:
+        # A pooled sandbox gets the same limits again when a run takes it: skip what is set.
+        if self._written.get((controller, name)) == value:
+            return
         try:
             with open(os.path.join(self.dirs[controller], name), "w") as out:
                 out.write(value)
         except OSError:
             if not optional:
                 raise
+            return
+        self._written[(controller, name)] = value
 
     def oom_killed(self) -> bool:
         """True if the kernel OOM-killed a process of this sandbox."""

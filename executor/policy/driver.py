@@ -165,6 +165,9 @@ def _receive_and_run(job_fd, status_fd):
 
 
 def main(job_fd, status_fd):
+    # Everything alive now is the interpreter's own: the program's final gc.collect() need not
+    # walk it (and touching it would copy the shared pages into the child).
+    gc.freeze()
     # Fork before the job arrives, so a warm sandbox's run does not pay for the fork.
     pid = os.fork()
     if pid == 0:

@@ -70,9 +70,9 @@ def stranger_token(topology: Topology) -> str:
         "shell",
         "-c",
         "from django.contrib.auth import get_user_model; "
-        "get_user_model().objects.create_user('stranger')",
+        "get_user_model().objects.create_user('session-stranger')",
     )
-    return topology.manage("create_api_token", "stranger").strip()
+    return topology.manage("create_api_token", "session-stranger").strip()
 
 
 @pytest.fixture

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import TypeVar
+
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import Router, Schema
 
@@ -12,6 +16,7 @@ from webapp.agents.ratelimit import get_limiter
 from webapp.agents.schemas import ExecIn, parse_model
 
 router = Router(tags=["exec"])
+T = TypeVar("T")
 
 
 class ExecOut(Schema):
@@ -35,13 +40,26 @@ def wants_json(request: HttpRequest) -> bool:
     return "application/json" in request.headers.get("Accept", "")
 
 
-def take_quota(request: HttpRequest) -> object:
-    """Spend one request of the caller's rate (429 + Retry-After when empty); returns its key."""
-    key = request.auth.pk  # type: ignore[attr-defined]
+def quota_key(request: HttpRequest) -> object:
+    return request.auth.pk  # type: ignore[attr-defined]
+
+
+def spend_rate(key: object) -> None:
+    """Spend one request of `key`'s rate (QuotaExceeded: 429 + Retry-After when empty).
+
+    Blocking: the shared limiter talks to Redis, so call it on a worker thread (in_pool),
+    never on the event loop every request of this process waits on.
+    """
     get_limiter().take(
         key, per_minute=conf.get("AGENTS_RATE_PER_MINUTE"), burst=conf.get_int("AGENTS_RATE_BURST")
     )
-    return key
+
+
+def within_quota(key: object, work: Callable[[], T]) -> T:
+    """spend_rate, then hold one of `key`'s concurrency slots while `work` runs (blocking)."""
+    spend_rate(key)
+    with get_limiter().slot(key, limit=conf.get_int("AGENTS_MAX_CONCURRENT_PER_TOKEN")):
+        return work()
 
 
 def render_result(request: HttpRequest, result: RunResult, combined: str) -> HttpResponse:
@@ -73,7 +91,6 @@ async def exec_code(request: HttpRequest) -> HttpResponse:
     the request sends `Accept: application/json`."""
     payload = parse_model(ExecIn, request.body)
     spec, timeout_s = exec_build_spec(payload)
-    key = take_quota(request)
-    with get_limiter().slot(key, limit=conf.get_int("AGENTS_MAX_CONCURRENT_PER_TOKEN")):
-        result, combined = await in_pool(exec_run, spec, timeout_s=timeout_s)
+    run = functools.partial(exec_run, spec, timeout_s=timeout_s)
+    result, combined = await in_pool(within_quota, quota_key(request), run)
     return render_result(request, result, combined)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import Router, Schema
@@ -10,10 +12,9 @@ from executor import InvalidSpec
 from executor.session_files import FileMissing
 from executor.sessions import Session, SessionBusy
 from webapp.agents import conf
-from webapp.agents.exec_api import ERRORS, ErrorOut, ExecOut, take_quota
+from webapp.agents.exec_api import ERRORS, ErrorOut, ExecOut, quota_key, spend_rate, within_quota
 from webapp.agents.exec_services import in_pool, result_json
 from webapp.agents.models import AgentSession
-from webapp.agents.ratelimit import get_limiter
 from webapp.agents.schemas import ApiError, SessionExecIn, check_timeout, parse_model
 from webapp.agents.session_forward import served_by_holder
 from webapp.agents.session_services import (
@@ -60,7 +61,7 @@ async def _touch(row: AgentSession, session: Session) -> None:
 
 @router.post("", response={201: SessionOut, **ERRORS}, summary="Start a session")
 async def create_session(request: HttpRequest) -> HttpResponse:
-    take_quota(request)
+    await in_pool(spend_rate, quota_key(request))
     row = await sync_to_async(session_create)(token=request.auth)  # type: ignore[attr-defined]
     return JsonResponse(_session_json(row), status=201)
 
@@ -100,14 +101,13 @@ async def exec_in_session(request: HttpRequest, session_id: str) -> HttpResponse
     if len(payload.code.encode("utf-8", "surrogatepass")) > conf.get_int("AGENTS_MAX_CODE_BYTES"):
         raise ApiError(413, "code is too large")
     timeout_s = check_timeout(payload.timeout_s, session.config.limits.wall_time_s)
-    key = take_quota(request)
-    with get_limiter().slot(key, limit=conf.get_int("AGENTS_MAX_CONCURRENT_PER_TOKEN")):
-        try:
-            result = await in_pool(
-                session.exec, payload.code, language=payload.language, timeout_s=timeout_s
-            )
-        except SessionBusy as exc:
-            raise ApiError(409, str(exc)) from None
+    cell = functools.partial(
+        session.exec, payload.code, language=payload.language, timeout_s=timeout_s
+    )
+    try:
+        result = await in_pool(within_quota, quota_key(request), cell)
+    except SessionBusy as exc:
+        raise ApiError(409, str(exc)) from None
     await _touch(row, session)
     return JsonResponse(result_json(result))
 

@@ -67,6 +67,9 @@ async def forward(request: HttpRequest, peer: HeldByPeer) -> HttpResponse:
 
     headers = {name: request.headers[name] for name in _SENT_HEADERS if name in request.headers}
     headers[FORWARDED_HEADER] = worker_name()
+    # The name the client used (already checked against ALLOWED_HOSTS here), not the peer's
+    # address, which the holder's ALLOWED_HOSTS need not list.
+    headers["Host"] = request.get_host()
     url = peer.address.rstrip("/") + request.get_full_path()
     timeout = httpx.Timeout(executor.caps().wall_time_s + _ANSWER_MARGIN_S, connect=2.0)
     body = request.read()  # not request.body: a session file may exceed the form-data limit

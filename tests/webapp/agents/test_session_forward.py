@@ -90,6 +90,7 @@ async def test_it_sends_the_request_on_and_answers_with_the_holders_reply(peer: 
     assert sent["headers"]["Authorization"] == "Bearer udb_secret"
     assert sent["headers"]["Content-Type"] == "application/octet-stream"
     assert sent["headers"][FORWARDED_HEADER]
+    assert sent["headers"]["Host"] == "testserver"  # the client's, not the peer's address
     assert "Cookie" not in sent["headers"]  # only the API's own credentials travel
     assert (response.status_code, response.content) == (409, b'{"error": "busy"}')
     assert (response["Retry-After"], response["X-Exit-Code"]) == ("7", "3")

@@ -7,7 +7,9 @@ browser), so the client sees each chunk exactly once, in order.
 
 The channel layer may drop an event (a full channel, a Redis restart). A missing chunk shows
 as a gap when the next one arrives and is filled from the database; the final status has no
-next event, so a socket that has heard nothing for QUIET_RECHECK_S re-reads the run itself.
+next event, so a socket that has heard nothing for RECHECK_S re-reads the run itself. Until the
+run is final the socket also re-checks every RECHECK_S that its person may still see the run
+(still signed in, run not deleted), so access ends within that time, not at the next connect.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import logging
 from typing import Any
 from urllib.parse import parse_qs
 
+from channels.auth import get_user
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.http import Http404
@@ -31,7 +34,7 @@ from webapp.queries.status import status_payload
 logger = logging.getLogger(__name__)
 
 REPLAY_BATCH = 500
-QUIET_RECHECK_S = 5.0
+RECHECK_S = 5.0
 
 
 class RunConsumer(AsyncJsonWebsocketConsumer):
@@ -62,7 +65,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self._replay()
         if not await self._send_status():
             self._heard()
-            self._watchdog = asyncio.create_task(self._recheck_when_quiet())
+            self._watchdog = asyncio.create_task(self._watch())
 
     async def disconnect(self, code: int) -> None:
         if self._watchdog is not None:
@@ -75,15 +78,19 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
     def _heard(self) -> None:
         self._heard_at = asyncio.get_running_loop().time()
 
-    async def _recheck_when_quiet(self) -> None:
-        """Until the run is final: after QUIET_RECHECK_S without an event, ask the database."""
+    async def _watch(self) -> None:
+        """Every RECHECK_S until the run is final: close the socket if the person may no
+        longer see the run (signed out, run deleted); after a quiet spell, ask the database
+        for a final status the channel layer may have dropped."""
         loop = asyncio.get_running_loop()
         while True:
-            quiet_for = loop.time() - self._heard_at
-            if quiet_for < QUIET_RECHECK_S:
-                await asyncio.sleep(QUIET_RECHECK_S - quiet_for)
+            await asyncio.sleep(RECHECK_S)
+            if not await self._still_allowed():
+                logger.info("run socket closed: access ended", extra={"run_id": self.run_id})
+                await self.close(code=4403)
+                return
+            if loop.time() - self._heard_at < RECHECK_S:
                 continue
-            self._heard()
             payload = await database_sync_to_async(_current_status)(self.run_id)
             # Only a final status: a live event may have moved the page on meanwhile.
             if payload["status"] in FINAL_STATUSES:
@@ -92,6 +99,21 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
                     await self._replay()
                 await self.send_json(payload)
                 return
+
+    async def _still_allowed(self) -> bool:
+        # The scope holds the session as loaded at connect: ask the store whether it still
+        # exists (a sign-out deletes it), then for its user again (a password change ends it).
+        session = self.scope.get("session")
+        if session is None or not await database_sync_to_async(session.exists)(session.session_key):
+            return False
+        user = await get_user(self.scope)
+        if not user.is_authenticated:
+            return False
+        try:
+            await database_sync_to_async(get_run_for_user)(user, self.run_id)
+        except Http404:
+            return False
+        return True
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         # The socket is one-way; a client may only ask for a fresh status (after a long sleep).

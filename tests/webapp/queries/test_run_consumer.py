@@ -133,7 +133,7 @@ async def test_a_reconnect_mid_run_sees_every_line_once_and_continues_live() -> 
 async def test_a_final_status_the_channel_layer_dropped_still_reaches_a_quiet_socket(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("webapp.queries.consumers.QUIET_RECHECK_S", 0.2)
+    monkeypatch.setattr("webapp.queries.consumers.RECHECK_S", 0.2)
     run = await database_sync_to_async(RunFactory)(status=RunStatus.RUNNING)
     communicator, connected = await connect(run.pk, run.query.owner)
     assert connected
@@ -149,3 +149,39 @@ async def test_a_final_status_the_channel_layer_dropped_still_reaches_a_quiet_so
     assert [m["type"] for m in messages] == ["chunk", "status"]
     assert messages[-1]["exit_code"] == 0
     await communicator.disconnect()
+
+
+async def test_a_socket_closes_when_its_run_is_deleted_mid_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("webapp.queries.consumers.RECHECK_S", 0.2)
+    run = await database_sync_to_async(RunFactory)(status=RunStatus.RUNNING)
+    communicator, connected = await connect(run.pk, run.query.owner)
+    assert connected
+    assert (await communicator.receive_json_from(timeout=TIMEOUT))["status"] == "running"
+
+    await database_sync_to_async(run.query.delete)()
+
+    closed = await communicator.receive_output(timeout=TIMEOUT)
+    assert closed == {"type": "websocket.close", "code": 4403}
+
+
+async def test_a_socket_closes_when_its_person_signs_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("webapp.queries.consumers.RECHECK_S", 0.2)
+    run = await database_sync_to_async(RunFactory)(status=RunStatus.RUNNING)
+    communicator, connected = await connect(run.pk, run.query.owner)
+    assert connected
+    assert (await communicator.receive_json_from(timeout=TIMEOUT))["status"] == "running"
+
+    await database_sync_to_async(_sign_out_everywhere)(run.query.owner)
+
+    closed = await communicator.receive_output(timeout=TIMEOUT)
+    assert closed == {"type": "websocket.close", "code": 4403}
+
+
+def _sign_out_everywhere(user: Any) -> None:
+    from django.contrib.sessions.models import Session
+
+    for session in Session.objects.all():
+        if session.get_decoded().get("_auth_user_id") == str(user.pk):
+            session.delete()

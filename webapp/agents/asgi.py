@@ -10,16 +10,19 @@ the security headers.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import markcoroutinefunction
 from django.conf import settings
+from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.exception import convert_exception_to_response
-from django.http import HttpRequest, HttpResponseBase
+from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
 API_PREFIX = "/api/v1/"
+security_logger = logging.getLogger("django.security.DisallowedHost")
 
 
 class ApiSecurityMiddleware:
@@ -33,7 +36,12 @@ class ApiSecurityMiddleware:
         markcoroutinefunction(self)
 
     async def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        request.get_host()  # DisallowedHost (400) for a Host outside ALLOWED_HOSTS
+        try:
+            request.get_host()
+        except DisallowedHost:
+            # Logged as Django logs it for the site; answered in the API's own error shape.
+            security_logger.warning("api request for a host outside ALLOWED_HOSTS")
+            return JsonResponse({"error": "host not allowed"}, status=400)
         response = await self.get_response(request)
         if settings.SECURE_CONTENT_TYPE_NOSNIFF:
             response.headers.setdefault("X-Content-Type-Options", "nosniff")

@@ -130,15 +130,22 @@ async def test_a_reconnect_mid_run_sees_every_line_once_and_continues_live() -> 
     await second.disconnect()
 
 
-async def test_a_final_status_the_channel_layer_dropped_still_reaches_a_quiet_socket(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+async def running_run_socket(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A socket on a running run that has had its status; the consumer re-checks every 0.2 s."""
     monkeypatch.setattr("webapp.queries.consumers.RECHECK_S", 0.2)
     run = await database_sync_to_async(RunFactory)(status=RunStatus.RUNNING)
     communicator, connected = await connect(run.pk, run.query.owner)
     assert connected
     assert (await communicator.receive_json_from(timeout=TIMEOUT))["status"] == "running"
+    yield run, communicator
+    await communicator.disconnect()
 
+
+async def test_a_final_status_the_channel_layer_dropped_still_reaches_a_quiet_socket(
+    running_run_socket: Any,
+) -> None:
+    run, communicator = running_run_socket
     # The run ends, but none of its events is published (as if the layer dropped them).
     await database_sync_to_async(RunChunkFactory)(run=run, seq=1, text="last words\n")
     run.status, run.exit_code = RunStatus.SUCCEEDED, 0
@@ -148,31 +155,18 @@ async def test_a_final_status_the_channel_layer_dropped_still_reaches_a_quiet_so
     assert texts(messages) == ["last words\n"]
     assert [m["type"] for m in messages] == ["chunk", "status"]
     assert messages[-1]["exit_code"] == 0
-    await communicator.disconnect()
 
 
-async def test_a_socket_closes_when_its_run_is_deleted_mid_run(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr("webapp.queries.consumers.RECHECK_S", 0.2)
-    run = await database_sync_to_async(RunFactory)(status=RunStatus.RUNNING)
-    communicator, connected = await connect(run.pk, run.query.owner)
-    assert connected
-    assert (await communicator.receive_json_from(timeout=TIMEOUT))["status"] == "running"
-
+async def test_a_socket_closes_when_its_run_is_deleted_mid_run(running_run_socket: Any) -> None:
+    run, communicator = running_run_socket
     await database_sync_to_async(run.query.delete)()
 
     closed = await communicator.receive_output(timeout=TIMEOUT)
     assert closed == {"type": "websocket.close", "code": 4403}
 
 
-async def test_a_socket_closes_when_its_person_signs_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("webapp.queries.consumers.RECHECK_S", 0.2)
-    run = await database_sync_to_async(RunFactory)(status=RunStatus.RUNNING)
-    communicator, connected = await connect(run.pk, run.query.owner)
-    assert connected
-    assert (await communicator.receive_json_from(timeout=TIMEOUT))["status"] == "running"
-
+async def test_a_socket_closes_when_its_person_signs_out(running_run_socket: Any) -> None:
+    run, communicator = running_run_socket
     await database_sync_to_async(_sign_out_everywhere)(run.query.owner)
 
     closed = await communicator.receive_output(timeout=TIMEOUT)

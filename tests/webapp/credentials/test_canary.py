@@ -27,7 +27,6 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.core.management import call_command
-from django.db import connections
 from django.test import Client, override_settings
 from django.urls import reverse
 
@@ -115,8 +114,6 @@ def celery_worker(tmp_path: Path) -> Iterator[Path]:
     finally:
         worker.terminate()
         worker.wait(timeout=30)
-        # As in test_celery_runs: the worker may have removed the WAL files on its way out.
-        connections.close_all()
         client.flushdb()
         client.close()
 

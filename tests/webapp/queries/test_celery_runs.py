@@ -15,7 +15,7 @@ import pytest
 import redis
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.db import connection, connections
+from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
@@ -91,11 +91,6 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Pop
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-    # The worker was the other process on the WAL-mode test database; on its way out SQLite may
-    # checkpoint and remove the -wal/-shm files. Reopen ours rather than keep using a mapping
-    # of a removed -shm (a CI run once failed every later test with "disk I/O error").
-    with django_db_blocker.unblock():
-        connections.close_all()
     client.flushdb()
     client.close()
 

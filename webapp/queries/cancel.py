@@ -7,13 +7,20 @@ short-lived Redis key that the worker's run loop polls (every POLL_INTERVAL_S).
 
 from __future__ import annotations
 
-from django.conf import settings
+from functools import lru_cache
 
-from webapp.redis_client import redis_client
+import redis
+from django.conf import settings
 
 POLL_INTERVAL_S = 0.2
 _KEY_TTL_S = 3600
 _PREFIX = "undoable:run-cancel:"
+
+
+@lru_cache(maxsize=4)
+def _client_for(url: str) -> redis.Redis:
+    # Timeouts: a Redis that hangs (rather than refuses) must not freeze the run's watcher.
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
 
 
 def send(run_id: int) -> None:
@@ -22,16 +29,16 @@ def send(run_id: int) -> None:
 
         runner.cancel(run_id)
         return
-    redis_client(settings.REDIS_URL).set(f"{_PREFIX}{run_id}", b"1", ex=_KEY_TTL_S)
+    _client_for(settings.REDIS_URL).set(f"{_PREFIX}{run_id}", b"1", ex=_KEY_TTL_S)
 
 
 def requested(run_id: int) -> bool:
     """Has a Stop been sent for this run through Redis (Celery mode only)?"""
     if settings.RUNNER == "threads":
         return False
-    return bool(redis_client(settings.REDIS_URL).exists(f"{_PREFIX}{run_id}"))
+    return bool(_client_for(settings.REDIS_URL).exists(f"{_PREFIX}{run_id}"))
 
 
 def clear(run_id: int) -> None:
     if settings.RUNNER != "threads":
-        redis_client(settings.REDIS_URL).delete(f"{_PREFIX}{run_id}")
+        _client_for(settings.REDIS_URL).delete(f"{_PREFIX}{run_id}")

@@ -120,6 +120,19 @@ def celery_worker(tmp_path: Path) -> Iterator[Path]:
         client.close()
 
 
+def _read_in_another_process(folder: Path) -> bytes:
+    """Every file in `folder`, read by `cat`, never by this process.
+
+    SQLite's locks are POSIX record locks, which a process loses on *any* close of the file.
+    Opening and closing the database files here would drop this process's locks while its
+    connections stay open; the worker, closing its own, then takes itself for the last user
+    and deletes the -wal and -shm files under this process's feet ("disk I/O error" in every
+    later test).
+    """
+    files = sorted(str(p) for p in folder.iterdir() if p.is_file())
+    return subprocess.run(["cat", *files], check=True, capture_output=True, timeout=30).stdout
+
+
 def _wait_for_log(path: Path, marker: bytes, worker: subprocess.Popen[bytes]) -> None:
     pause = threading.Event()
     for _ in range(600):  # 60 s
@@ -268,11 +281,7 @@ async def test_the_canary_appears_nowhere(
     await database_sync_to_async(call_command)("dumpdata")
     dump = capsys.readouterr().out
     assert str(run_id) in dump
-    raw_db = b"".join(
-        p.read_bytes()
-        for p in Path(settings.DATABASES["default"]["NAME"]).parent.iterdir()
-        if p.is_file()
-    )
+    raw_db = _read_in_another_process(Path(settings.DATABASES["default"]["NAME"]).parent)
     worker_log = celery_worker.read_text(errors="replace")
     assert "queries.execute_run" in worker_log
     assert any("GETDEL" in c.upper() for c in commands)

@@ -22,6 +22,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # run as a plain script from anywhere
+
+from tests.local_servers import free_port  # noqa: E402
+
 PY = sys.executable
 SERIAL_RUNS = int(os.environ.get("BENCH_SERIAL_RUNS", "300"))
 # Back to back, every request takes a sandbox and the next one must be started: on 2 cores that
@@ -33,12 +37,6 @@ CONCURRENCY = 8
 BODY = json.dumps({"code": "print(1+1)"}).encode()
 # The bare interpreter, as bench_executor.py measures it (the `python3` on PATH may be a shim).
 FLOOR = ["/usr/bin/python3", "-I", "-S", "-c", "print(1+1)"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def manage(env: dict[str, str], *args: str) -> str:

@@ -16,12 +16,10 @@ import contextlib
 import json
 import os
 import secrets
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -30,20 +28,22 @@ from pathlib import Path
 from websockets.asyncio.client import connect
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # run as a plain script from anywhere
+
+from tests.local_servers import (  # noqa: E402
+    celery_worker_argv,
+    free_port,
+    signed_in_session_script,
+    wait_until,
+)
+
 REDIS_URL = "redis://127.0.0.1:6379/6"
-SETUP = """
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
-from django.contrib.sessions.backends.db import SessionStore
-from webapp.queries.models import Query
-user = get_user_model().objects.create_user("bench", password="bench-not-used-77")
-session = SessionStore()
-session[SESSION_KEY] = str(user.pk)
-session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-session.create()
-query = Query.objects.create(owner=user, prompt="bench", forward_code="print('warm')")
-print(session.session_key, query.pk)
-"""
+SETUP = (
+    signed_in_session_script("bench", "bench-not-used-77")
+    + "from webapp.queries.models import Query\n"
+    + "query = Query.objects.create(owner=user, prompt='bench', forward_code=\"print('warm')\")\n"
+    + "print(query.pk)\n"
+)
 
 
 def program(lines: int) -> str:
@@ -54,21 +54,6 @@ def program(lines: int) -> str:
         "    print(i, repr(time.time()), flush=True)\n"
         "    time.sleep(0.01)\n"
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for(check, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not check():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        pause.wait(0.1)
 
 
 def healthy(url: str) -> bool:
@@ -130,18 +115,7 @@ def stack(mode: str) -> Iterator[tuple[str, str, int]]:
     if mode == "celery":
         processes.append(
             subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "webapp",
-                    "worker",
-                    "--concurrency=2",
-                    "--loglevel=WARNING",
-                    "--without-gossip",
-                    "--without-mingle",
-                ],
+                celery_worker_argv("--concurrency=2", "--loglevel=WARNING"),
                 env=env,
                 cwd=REPO,
                 stdout=subprocess.DEVNULL,
@@ -149,7 +123,7 @@ def stack(mode: str) -> Iterator[tuple[str, str, int]]:
             )
         )
     try:
-        wait_for(lambda: healthy(url), 60, "the server")
+        wait_until(lambda: healthy(url), timeout_s=60, what="the server")
         yield url, session_key, query_id
     finally:
         for process in processes:

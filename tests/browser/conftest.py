@@ -5,7 +5,6 @@ Debian's chromium driven by Playwright's sync API. Run as its own pytest invocat
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,7 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from tests.fakes.llm_server import FakeLLMServer
+from tests.local_servers import free_port, signed_in_session_script
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM_ARGS = [
@@ -31,29 +31,13 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SESSION_SCRIPT = """
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
-from django.contrib.sessions.backends.db import SessionStore
-user = get_user_model().objects.create_user("browser-owner", password="not-used-here-41")
-session = SessionStore()
-session[SESSION_KEY] = str(user.pk)
-session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-session.create()
-print(session.session_key)
-"""
+SESSION_SCRIPT = signed_in_session_script("browser-owner", "not-used-here-41")
 
 
 @dataclass
 class AppServer:
     url: str
     session_key: str
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _wait_healthy(url: str, process: subprocess.Popen, timeout: float = 60.0) -> None:
@@ -114,7 +98,7 @@ def app_server(fake_llm_server: FakeLLMServer) -> Iterator[AppServer]:
         .stdout.strip()
         .splitlines()[-1]
     )
-    port = _free_port()
+    port = free_port()
     log = open(var_dir / "server.log", "wb")  # noqa: SIM115 (closed below)
     process = subprocess.Popen(
         [

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.browser.conftest import _free_port, _wait_healthy
+from tests.browser.conftest import _wait_healthy
 from tests.fakes.llm_server import FakeLLMServer, tool_call
 from tests.fakes.slack_server import FakeSlackServer
+from tests.local_servers import free_port
 
 pytestmark = pytest.mark.browser
 
@@ -78,7 +79,7 @@ def server_url(llm: FakeLLMServer) -> Iterator[str]:
     )
     manage = [sys.executable, str(REPO / "manage.py")]
     subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], env=env, check=True, cwd=REPO)
-    port = _free_port()
+    port = free_port()
     with (var_dir / "server.log").open("wb") as log:
         process = subprocess.Popen(
             [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),

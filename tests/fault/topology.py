@@ -12,11 +12,8 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,32 +21,11 @@ import httpx
 import psycopg
 import redis
 
+from tests.local_servers import celery_worker_argv, free_port, wait_until
+
 REPO = Path(__file__).resolve().parents[2]
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 VENV_BIN = REPO / ".venv" / "bin"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until(check: Callable[[], object], *, timeout_s: float, what: str) -> object:
-    """Poll `check` until it returns something truthy (processes give no event to wait on)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            value = check()
-        except Exception as exc:  # not up yet: connection refused, etc.
-            value, last = None, exc
-        else:
-            last = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s:g}s waiting for {what} ({last!r})")
-        time.sleep(0.1)
 
 
 def process_tree(root_pid: int) -> set[tuple[int, str]]:
@@ -284,10 +260,8 @@ class Topology:
     def start_worker(self, name: str) -> None:
         self._spawn(
             name,
-            [str(VENV_BIN / "celery"), "-A", "webapp", "worker", "-n", name,
-             "-c", str(self.worker_concurrency), "-l", "INFO",
-             "--without-gossip", "--without-mingle"],
-        )  # fmt: skip
+            celery_worker_argv("-n", name, "-c", str(self.worker_concurrency), "-l", "INFO"),
+        )
 
     def wait_worker(self, name: str) -> None:
         # The worker_ready hook registers the node in the live-process registry.

@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
 
+from tests.local_servers import free_port
+
 BIN = Path("/usr/lib/postgresql/15/bin")
 PASSWORD = "kinds-test-pw"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _as_postgres(*argv: str) -> None:
@@ -33,7 +28,7 @@ class PostgresServer:
     def __init__(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="undoable-pg-"))
         shutil.chown(self.folder, "postgres", "postgres")
-        self.port = _free_port()
+        self.port = free_port()
         pwfile = self.folder / "pw"
         pwfile.write_text(PASSWORD + "\n")
         shutil.chown(pwfile, "postgres", "postgres")

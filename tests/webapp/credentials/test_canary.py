@@ -16,7 +16,6 @@ import logging
 import os
 import secrets
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +31,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from tests.factories import QueryFactory
+from tests.local_servers import celery_worker_argv
 from webapp.asgi import application
 from webapp.queries.models import RunChunk
 
@@ -49,7 +49,6 @@ sys.stdout.write(secret[9:] + " (split)\\n"); sys.stdout.flush()
 print("on stderr:", secret, file=sys.stderr, flush=True)
 print("done")
 """
-VENV_BIN = Path(sys.executable).parent
 
 
 class RedisMonitor:
@@ -105,8 +104,7 @@ def celery_worker(tmp_path: Path) -> Iterator[Path]:
     log_path = tmp_path / "worker.log"
     with log_path.open("wb") as log:
         worker = subprocess.Popen(
-            [str(VENV_BIN / "celery"), "-A", "webapp", "worker", "-n", name, "-c", "1",
-             "-l", "DEBUG", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            celery_worker_argv("-n", name, "-c", "1", "-l", "DEBUG", "--without-heartbeat"),
             cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip

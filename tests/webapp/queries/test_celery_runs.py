@@ -7,7 +7,6 @@ import datetime as dt
 import os
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from tests.factories import QueryFactory, RunFactory
+from tests.local_servers import celery_worker_argv
 from tests.webapp.queries.test_run_consumer import connect, receive_until_final
 from webapp.celery import app as celery_app
 from webapp.queries import services
@@ -59,20 +59,12 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Pop
         "UNDOABLE_REAPER_INTERVAL_S": "0.5",
     }
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "webapp",
-            "worker",
+        celery_worker_argv(
             "--loglevel=INFO",
             "--concurrency=2",
-            "--without-gossip",
-            "--without-mingle",
             "--without-heartbeat",
             "--hostname=undoable-test@%h",
-        ],
+        ),
         env=env,
         cwd=REPO,
         stdout=subprocess.PIPE,

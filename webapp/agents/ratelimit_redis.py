@@ -34,6 +34,7 @@ import redis
 from redis.commands.core import Script
 
 from webapp.agents.ratelimit import QuotaExceeded, RateLimiter, local_limiter
+from webapp.redis_client import redis_client
 
 logger = logging.getLogger(__name__)
 
@@ -89,14 +90,9 @@ def default_slot_ttl_s() -> float:
 
 
 @lru_cache(maxsize=8)
-def _client_for(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
-
-
-@lru_cache(maxsize=8)
 def _scripts_for(url: str) -> tuple[Script, Script, Script]:
     # Script objects call EVALSHA (one round trip) and load the script on NOSCRIPT.
-    client = _client_for(url)
+    client = redis_client(url)
     return (
         client.register_script(_TAKE),
         client.register_script(_ACQUIRE),
@@ -152,7 +148,7 @@ class RedisRateLimiter:
             yield
         finally:
             try:
-                _client_for(self._url).zrem(slots_key, slot_id)
+                redis_client(self._url).zrem(slots_key, slot_id)
             except redis.RedisError as exc:  # it expires on its own
                 self._failed("release", exc)
             self._notify()
@@ -183,7 +179,7 @@ class RedisRateLimiter:
     def reset(self) -> None:
         """Forget every bucket and slot under this limiter's prefix (tests)."""
         self._fallback.reset()
-        client = _client_for(self._url)
+        client = redis_client(self._url)
         for name in client.scan_iter(match=f"{self._prefix}bucket:*"):
             client.delete(name)
         for name in client.scan_iter(match=f"{self._prefix}slots:*"):

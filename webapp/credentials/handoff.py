@@ -16,11 +16,12 @@ import hmac
 import json
 import threading
 import time
-from functools import lru_cache
 
 import redis
 from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
+
+from webapp.redis_client import redis_client
 
 _KEY_PREFIX = "undoable:cred:"
 
@@ -88,10 +89,5 @@ def _fernet() -> Fernet:
     return Fernet(base64.urlsafe_b64encode(_derive(b"encryption")))
 
 
-@lru_cache(maxsize=4)
-def _client_for(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url)
-
-
 def _redis() -> redis.Redis:
-    return _client_for(settings.REDIS_URL)
+    return redis_client(settings.REDIS_URL)

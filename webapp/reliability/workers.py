@@ -16,12 +16,12 @@ import logging
 import os
 import socket
 import threading
-from functools import lru_cache
 from typing import Literal
 
 import redis
 from django.conf import settings
 
+from webapp.redis_client import redis_client
 from webapp.reliability import conf
 
 logger = logging.getLogger(__name__)
@@ -56,13 +56,8 @@ def workers_ping(*, timeout_s: float = 1.0, names: list[str] | None = None) -> l
     return sorted(name for reply in replies for name in reply)
 
 
-@lru_cache(maxsize=4)
-def _client_for(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
-
-
 def _client() -> redis.Redis | None:
-    return _client_for(settings.REDIS_URL) if settings.REDIS_URL else None
+    return redis_client(settings.REDIS_URL) if settings.REDIS_URL else None
 
 
 def process_beat(name: str, address: str = "") -> None:

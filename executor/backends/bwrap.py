@@ -86,6 +86,8 @@ class BwrapBackend:
             )
         if shutil.which("timeout") is None:
             raise BackendUnavailable("coreutils `timeout` is missing on the host")
+        if self.host_uid is not None and shutil.which("setpriv") is None:
+            raise BackendUnavailable("util-linux `setpriv` is missing on the host")
         for needed in ("usr/bin/python3", "bin/bash", "etc/passwd"):
             if not os.path.exists(os.path.join(self.rootfs, needed)):
                 raise BackendUnavailable(

@@ -304,6 +304,15 @@ def test_self_check_refuses_when_bwrap_is_missing(monkeypatch, tmp_path):
         BwrapBackend(ROOTFS).self_check()
 
 
+def test_self_check_refuses_to_run_as_root_without_setpriv(monkeypatch, tmp_path):
+    # Only bwrap and timeout on PATH: without setpriv the sandbox would run as host root.
+    for tool in ("bwrap", "timeout"):
+        (tmp_path / tool).symlink_to(shutil.which(tool))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(BackendUnavailable, match="setpriv"):
+        BwrapBackend(ROOTFS, host_uid=HOST_UID).self_check()
+
+
 @pytest.fixture
 def shared():
     """A host folder the sandbox user (HOST_UID on the host) owns; pytest's tmp is 0700."""

@@ -8,9 +8,11 @@ import hmac
 import logging
 import secrets
 from dataclasses import dataclass
+from typing import TypeVar
 
 from django.contrib.auth.models import User
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
+from django.db.models.query import RawQuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -21,6 +23,7 @@ logger = logging.getLogger(__name__)
 TOKEN_PREFIX = "udb_"  # noqa: S105 - a public marker, not a secret
 # last_used_at is a hint for people, not an audit log: write it at most this often.
 _LAST_USED_RESOLUTION = dt.timedelta(seconds=60)
+M = TypeVar("M", bound=Model)
 
 
 @dataclass(frozen=True)
@@ -57,18 +60,33 @@ def token_list_for_user(user: User) -> QuerySet[ApiToken]:
     return ApiToken.objects.filter(owner=user)
 
 
+# Every API request authenticates: as raw SQL the two lookups cost ~0.1 ms of CPU; compiling
+# the equivalent ORM query (select_related + first) cost ~0.45 ms, a quarter of the server's
+# Python time per request in `make bench`. Raw querysets still convert values as the ORM does.
+_TOKEN_BY_HASH = f"SELECT * FROM {ApiToken._meta.db_table} WHERE hashed = %s"  # noqa: S608
+_USER_BY_ID = f"SELECT * FROM {User._meta.db_table} WHERE id = %s"  # noqa: S608
+
+
+def _first(rows: RawQuerySet[M]) -> M | None:
+    return next(iter(rows), None)
+
+
 def token_authenticate(secret: str) -> ApiToken | None:
     """The active token whose secret this is, or None. The owner is loaded with it."""
     if not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
         return None
     digest = _hash(secret)
-    token = ApiToken.objects.select_related("owner").filter(hashed=digest).first()
+    token = _first(ApiToken.objects.raw(_TOKEN_BY_HASH, [digest]))
     # The lookup is by hash (so timing reveals nothing about the secret); compare again in
     # constant time so a database collation quirk can never match a different hash.
     if token is None or not hmac.compare_digest(token.hashed, digest):
         return None
-    if token.revoked_at is not None or not token.owner.is_active:
+    if token.revoked_at is not None:
         return None
+    owner = _first(User.objects.raw(_USER_BY_ID, [token.owner_id]))
+    if owner is None or not owner.is_active:
+        return None
+    token.owner = owner  # async views read it, and may not query
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > _LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)

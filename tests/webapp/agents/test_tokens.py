@@ -51,6 +51,30 @@ def test_a_deactivated_user_token_no_longer_authenticates(owner):
     assert token_authenticate(owner.token) is None
 
 
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda t: t[:-1] + ("A" if t[-1] != "A" else "B"),  # one character off
+        lambda t: t + "x",
+        lambda t: t.upper(),
+        lambda t: "udb_' OR '1'='1",
+        lambda t: "udb_" + hashlib.sha256(t.encode()).hexdigest(),  # the stored hash itself
+        lambda t: t[4:],  # without the prefix
+    ],
+)
+def test_only_the_exact_secret_authenticates(owner, mangle):
+    assert token_authenticate(mangle(owner.token)) is None
+    assert token_authenticate(owner.token) is not None
+
+
+def test_the_owner_comes_loaded_with_the_token(owner, django_assert_num_queries):
+    token = token_authenticate(owner.token)
+    with django_assert_num_queries(0):  # async views read it and must not query
+        assert token.owner.username == owner.user.username
+    assert token.owner.is_active
+    assert token.last_used_at is not None and token.created_at.tzinfo is not None
+
+
 def test_authentication_records_last_use(owner):
     assert ApiToken.objects.get(owner=owner.user).last_used_at is None
     token_authenticate(owner.token)

@@ -37,6 +37,11 @@ mkdir -p "$tmp/workspace" && chown 1000:1000 "$tmp/workspace"
 rm -rf "$tmp"/var/cache/apt/* "$tmp"/var/lib/apt/lists/* "$tmp"/usr/share/doc/* \
   "$tmp"/usr/share/man/* "$tmp"/usr/share/locale/* "$tmp"/var/log/*
 find "$tmp" -xdev -perm /6000 -type f -exec chmod ug-s {} +
+# Start-up work every sandbox's python3 pays for nothing (~0.7 ms of CPU per sandbox): Debian's
+# sitecustomize looks for apport, which is not installed, and setuptools' .pth imports its
+# distutils shim. `import distutils` still works; it is the standard library's.
+rm -f "$tmp"/etc/python3*/sitecustomize.py "$tmp"/usr/lib/python3*/sitecustomize.py \
+  "$tmp"/usr/lib/python3/dist-packages/distutils-precedence.pth
 : > "$tmp/etc/shadow"
 echo "sandbox" > "$tmp/etc/hostname"
 printf '127.0.0.1 localhost sandbox\n::1 localhost\n' > "$tmp/etc/hosts"

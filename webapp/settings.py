@@ -192,6 +192,8 @@ CHANNEL_LAYERS = {
 }
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
+# Where fs/db/rest runs go (webapp.queries.services.run_queue); empty: the default queue.
+RUNS_KINDS_QUEUE = env_str("UNDOABLE_KINDS_QUEUE", "")
 CELERY_RESULT_BACKEND = None  # results live in the database; nothing else to leak into Redis
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

@@ -18,7 +18,7 @@ from django.utils import timezone
 from webapp import llm
 from webapp.credentials.handoff import credentials_stash
 from webapp.queries import cancel as cancel_signal
-from webapp.queries.models import Query, Run, RunDirection, RunStatus
+from webapp.queries.models import Query, QueryKind, Run, RunDirection, RunStatus
 from webapp.queries.publish import publish_run_event
 from webapp.queries.status import status_event
 
@@ -171,7 +171,7 @@ def run_start(*, run: Run, credentials: dict[str, str]) -> Run:
         )
     values = {name: credentials[name] for name in needed}
     credentials_stash(run_id=run.pk, values=values)
-    _enqueue(run.pk)
+    _enqueue(run.pk, kind=run.query.kind)
     logger.info("run queued", extra={"run_id": run.pk, "runner": settings.RUNNER})
     return run
 
@@ -207,16 +207,29 @@ def query_run(
     )
 
 
-def _enqueue(run_id: int) -> None:
+def _enqueue(run_id: int, *, kind: str) -> None:
     # After commit, so the worker always finds the run it is told about.
     if settings.RUNNER == "threads":
         from webapp.queries import runner
 
         transaction.on_commit(lambda: runner.submit(run_id))
-    else:
-        from webapp.queries.tasks import execute_run
+        return
+    from webapp.queries.tasks import execute_run
 
-        execute_run.delay_on_commit(run_id)
+    queue = run_queue(kind)
+    transaction.on_commit(lambda: execute_run.apply_async((run_id,), queue=queue))
+
+
+def run_queue(kind: str) -> str | None:
+    """The Celery queue for a run of `kind`; None is the default queue.
+
+    The fs, db and rest kinds bind host folders into their sandboxes, which only the bwrap
+    backend does; UNDOABLE_KINDS_QUEUE sends them to the workers that run it (compose:
+    worker-kinds), while plain Python runs may go to Docker-backend workers.
+    """
+    if kind != QueryKind.PYTHON and settings.RUNS_KINDS_QUEUE:
+        return str(settings.RUNS_KINDS_QUEUE)
+    return None
 
 
 def run_fail(*, run: Run, error: str) -> Run:

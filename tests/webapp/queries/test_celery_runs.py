@@ -4,10 +4,12 @@ channels_redis layer, and the websocket consumer on the real ASGI app."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -202,3 +204,23 @@ async def test_the_workers_reaper_fails_a_run_whose_heartbeat_went_silent() -> N
 def test_the_worker_says_it_is_alive_in_the_process_registry() -> None:
     assert process_state(f"undoable-test@{socket.gethostname()}") == "alive"
     assert process_state("undoable-never-started@nowhere") == "lost"
+
+
+def test_kind_runs_go_to_the_kinds_queue_and_python_runs_stay_on_the_default_one() -> None:
+    client = redis.Redis.from_url(REDIS_URL)
+    client.delete("kinds-test")
+    db_query = QueryFactory(kind="db", forward_code="print('needs bwrap')")
+    python_query = QueryFactory(forward_code="print('anywhere')")
+    with override_settings(RUNS_KINDS_QUEUE="kinds-test"):
+        held = services.query_run(query=db_query)
+        ran = services.query_run(query=python_query)
+    # No worker here consumes kinds-test: the db run waits there, the python one is served.
+    messages = [json.loads(m) for m in client.lrange("kinds-test", 0, -1)]
+    assert [m["headers"]["argsrepr"] for m in messages] == [f"({held.pk},)"]
+    deadline = time.monotonic() + 60
+    while not Run.objects.get(pk=ran.pk).is_final and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert Run.objects.get(pk=ran.pk).status == RunStatus.SUCCEEDED
+    assert Run.objects.get(pk=held.pk).status == RunStatus.QUEUED
+    client.delete("kinds-test")
+    client.close()

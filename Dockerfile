@@ -1,6 +1,7 @@
 # Undoable's images, all from one Debian bookworm base so that no registry is needed:
 #
-#   docker build --build-arg BASE_IMAGE=python:3.11-slim .                 # the web/worker image
+#   docker build --build-arg BASE_IMAGE=python:3.11-slim --target app .    # the web/worker image
+#   docker build --build-arg BASE_IMAGE=python:3.11-slim --target app-bwrap .  # + sandbox rootfs
 #   docker build --build-arg BASE_IMAGE=undoable-base:local --target redis .
 #   docker build --build-arg BASE_IMAGE=undoable-base:local --target postgres .
 #
@@ -13,9 +14,12 @@
 # var/docker-ca.crt (the smoke script copies the host's) and pip trusts it for this one step.
 #
 # Stage order matters for Docker's classic builder, which builds every stage before the target:
-# the small service stages come first, the app image last (it is also the default target).
+# the small service stages come first, then the app image; app-bwrap, which also needs the
+# sandbox image, comes last so that no other target waits for it.
 
 ARG BASE_IMAGE=python:3.11-slim
+# The sandbox root filesystem as an image (`make sandbox-image`); only the app-bwrap target uses it.
+ARG SANDBOX_IMAGE=undoable-sandbox:latest
 
 FROM ${BASE_IMAGE} AS debian
 ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 \
@@ -73,9 +77,18 @@ COPY webapp ./webapp
 COPY templates ./templates
 COPY static ./static
 # The app never runs as root; the Docker socket group is added at run time (compose group_add).
+# var/workspaces exists in the image so that a named volume mounted there starts out ours.
 RUN useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin undoable \
-    && mkdir -p /app/var && chown undoable /app/var
+    && mkdir -p /app/var/workspaces && chown -R undoable /app/var
 ENV UNDOABLE_VAR_DIR=/app/var EXECUTOR_BACKEND=docker
 USER undoable
 EXPOSE 8000
 CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "webapp.asgi:application"]
+
+# --- app-bwrap: the app image plus the sandbox root filesystem, for workers that run user code
+# with bubblewrap inside their own container (compose's worker-kinds): the fs, db and rest kinds
+# bind host folders into their sandboxes, which the Docker backend does not do.
+FROM ${SANDBOX_IMAGE} AS sandbox
+FROM app AS app-bwrap
+COPY --from=sandbox / /app/sandbox-rootfs
+ENV EXECUTOR_BACKEND=bwrap EXECUTOR_ROOTFS=/app/sandbox-rootfs

@@ -62,13 +62,13 @@ for _ in $(seq 1 120); do
 done
 curl -fsS "http://127.0.0.1:$port/healthz"; echo
 
-say "waiting for both workers to answer a Celery ping"
+say "waiting for the 3 workers (2 worker, 1 worker-kinds) to answer a Celery ping"
 for _ in $(seq 1 60); do
   alive=$(compose exec -T worker python3 -m webapp.reliability ping --count 2>/dev/null || echo 0)
-  [ "${alive//[^0-9]/}" = 2 ] && break
+  [ "${alive//[^0-9]/}" = 3 ] && break
   sleep 1
 done
-[ "${alive//[^0-9]/}" = 2 ] || { echo "expected 2 live workers, got: $alive" >&2; exit 1; }
+[ "${alive//[^0-9]/}" = 3 ] || { echo "expected 3 live workers, got: $alive" >&2; exit 1; }
 
 say "creating a user and an API token"
 compose exec -T web python3 manage.py shell -c \
@@ -100,4 +100,33 @@ print(run.status, repr(text))
 assert run.status == "succeeded" and "from a worker" in text, (run.status, run.error)
 PY
 
-say "ok: compose topology built, healthy, and ran code in web and worker"
+say "running a db run on worker-kinds (bubblewrap), kept, on the workspace web sees"
+compose exec -T web python3 manage.py shell <<'PY'
+import sqlite3, time
+from django.contrib.auth import get_user_model
+from webapp.queries.models import Query, Run
+from webapp.queries.services import query_run
+from webapp.workspaces import services as ws
+from webapp.workspaces.models import ChangeStatus, PendingChange
+owner = get_user_model().objects.get(username="smoke")
+query = Query.objects.create(owner=owner, prompt="smoke db", kind="db",
+                             forward_code="db.execute('CREATE TABLE kept (x)')\nprint('created')")
+workspace = ws.workspace_for_query(query)
+run = query_run(query=query)
+deadline = time.monotonic() + 90
+while time.monotonic() < deadline and not PendingChange.objects.filter(
+        run=run, status=ChangeStatus.PENDING).exists():
+    assert not Run.objects.get(pk=run.pk).is_final, Run.objects.get(pk=run.pk).error
+    time.sleep(0.2)
+ws.change_keep(change=PendingChange.objects.get(run=run))
+while time.monotonic() < deadline and not Run.objects.get(pk=run.pk).is_final:
+    time.sleep(0.2)
+run.refresh_from_db()
+print(run.status, run.worker)
+assert run.status == "succeeded" and run.worker.startswith("kinds@"), (run.status, run.error)
+tables = sqlite3.connect(workspace.root / "database.sqlite3").execute(
+    "SELECT name FROM sqlite_master").fetchall()
+assert tables == [("kept",)], tables
+PY
+
+say "ok: compose topology built, healthy, and ran code in web, worker and worker-kinds"

@@ -129,4 +129,52 @@ tables = sqlite3.connect(workspace.root / "database.sqlite3").execute(
 assert tables == [("kept",)], tables
 PY
 
+say "worker-kinds' sandboxes reach none of the worker container: its files, its env, the services"
+compose exec -T web python3 manage.py shell <<'PY'
+import socket, time
+from django.contrib.auth import get_user_model
+from webapp.queries.models import Query, Run
+from webapp.queries.services import query_run
+from webapp.workspaces import services as ws
+from webapp.workspaces.models import ChangeStatus, PendingChange
+probe = "\n".join([
+    "import os, socket",
+    "def attempt(what, action):",
+    "    try:",
+    "        action()",
+    "        print(what, 'REACHED')",
+    "    except OSError as exc:",
+    "        print(what, 'blocked', type(exc).__name__)",
+    "def worker_env():",
+    "    if not {'DJANGO_SECRET_KEY', 'DATABASE_URL', 'REDIS_URL'} & set(os.environ):",
+    "        raise OSError('not in the environment')",
+    "attempt('app code', lambda: open('/app/webapp/settings.py').read())",
+    "attempt('worker env', worker_env)",
+    "for host, port in (('redis', 6379), ('postgres', 5432), ('web', 8000)):",
+    "    attempt(host, lambda: socket.create_connection((host, port), timeout=3).close())",
+    # By address too, resolved here: no name lookup inside is not the whole story.
+    f"for name, address in {[(n, socket.gethostbyname(n)) for n in ('redis', 'postgres')]}:",
+    "    attempt(name + ' by address', lambda: socket.create_connection((address, 6379 if name == 'redis' else 5432), timeout=3).close())",
+])
+owner = get_user_model().objects.get(username="smoke")
+query = Query.objects.create(owner=owner, prompt="smoke probe", kind="db", forward_code=probe)
+run = query_run(query=query)
+deadline = time.monotonic() + 90
+while time.monotonic() < deadline and not PendingChange.objects.filter(
+        run=run, status=ChangeStatus.PENDING).exists():
+    assert not Run.objects.get(pk=run.pk).is_final, Run.objects.get(pk=run.pk).error
+    time.sleep(0.2)
+ws.change_undo(change=PendingChange.objects.get(run=run))
+while time.monotonic() < deadline and not Run.objects.get(pk=run.pk).is_final:
+    time.sleep(0.2)
+run.refresh_from_db()
+text = "".join(run.chunks.values_list("text", flat=True))
+print(text)
+assert run.worker.startswith("kinds@"), run.worker
+for what in ("app code", "worker env", "redis", "postgres", "web", "redis by address",
+             "postgres by address"):
+    assert f"{what} blocked" in text, (what, text)
+assert "REACHED" not in text, text
+PY
+
 say "ok: compose topology built, healthy, and ran code in web, worker and worker-kinds"

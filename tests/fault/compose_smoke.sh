@@ -100,43 +100,49 @@ print(run.status, repr(text))
 assert run.status == "succeeded" and "from a worker" in text, (run.status, run.error)
 PY
 
-say "running a db run on worker-kinds (bubblewrap), kept, on the workspace web sees"
+say "db runs on worker-kinds (bubblewrap): one kept on the workspace web sees, one hostile undone"
 compose exec -T web python3 manage.py shell <<'PY'
-import sqlite3, time
+import socket, sqlite3, time
 from django.contrib.auth import get_user_model
 from webapp.queries.models import Query, Run
 from webapp.queries.services import query_run
 from webapp.workspaces import services as ws
 from webapp.workspaces.models import ChangeStatus, PendingChange
+
 owner = get_user_model().objects.get(username="smoke")
-query = Query.objects.create(owner=owner, prompt="smoke db", kind="db",
-                             forward_code="db.execute('CREATE TABLE kept (x)')\nprint('created')")
-workspace = ws.workspace_for_query(query)
-run = query_run(query=query)
-deadline = time.monotonic() + 90
-while time.monotonic() < deadline and not PendingChange.objects.filter(
-        run=run, status=ChangeStatus.PENDING).exists():
-    assert not Run.objects.get(pk=run.pk).is_final, Run.objects.get(pk=run.pk).error
-    time.sleep(0.2)
-ws.change_keep(change=PendingChange.objects.get(run=run))
-while time.monotonic() < deadline and not Run.objects.get(pk=run.pk).is_final:
-    time.sleep(0.2)
-run.refresh_from_db()
-print(run.status, run.worker)
-assert run.status == "succeeded" and run.worker.startswith("kinds@"), (run.status, run.error)
+
+def db_run(code, *, keep):
+    """Run `code` as a db query, then Keep or Undo its pending transaction; the final run."""
+    query = Query.objects.create(owner=owner, prompt="smoke db", kind="db", forward_code=code)
+    run = query_run(query=query)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not PendingChange.objects.filter(
+            run=run, status=ChangeStatus.PENDING).exists():
+        assert not Run.objects.get(pk=run.pk).is_final, Run.objects.get(pk=run.pk).error
+        time.sleep(0.2)
+    change = PendingChange.objects.get(run=run)
+    ws.change_keep(change=change) if keep else ws.change_undo(change=change)
+    while time.monotonic() < deadline and not Run.objects.get(pk=run.pk).is_final:
+        time.sleep(0.2)
+    run.refresh_from_db()
+    text = "".join(run.chunks.values_list("text", flat=True))
+    print(run.status, run.worker, text, sep="\n")
+    assert run.worker.startswith("kinds@"), run.worker
+    return run, text, ws.workspace_for_query(query)
+
+run, _, workspace = db_run("db.execute('CREATE TABLE kept (x)')", keep=True)
+assert run.status == "succeeded", (run.status, run.error)
 tables = sqlite3.connect(workspace.root / "database.sqlite3").execute(
     "SELECT name FROM sqlite_master").fetchall()
 assert tables == [("kept",)], tables
-PY
 
-say "worker-kinds' sandboxes reach none of the worker container: its files, its env, the services"
-compose exec -T web python3 manage.py shell <<'PY'
-import socket, time
-from django.contrib.auth import get_user_model
-from webapp.queries.models import Query, Run
-from webapp.queries.services import query_run
-from webapp.workspaces import services as ws
-from webapp.workspaces.models import ChangeStatus, PendingChange
+# The worker container's files, environment and neighbours, by name and by address (resolved
+# here: no name lookup inside is not the whole story).
+services = {"redis": 6379, "postgres": 5432, "web": 8000}
+targets = [(name, (name, port)) for name, port in services.items()] + [
+    (f"{name} by address", (socket.gethostbyname(name), services[name]))
+    for name in ("redis", "postgres")
+]
 probe = "\n".join([
     "import os, socket",
     "def attempt(what, action):",
@@ -150,29 +156,11 @@ probe = "\n".join([
     "        raise OSError('not in the environment')",
     "attempt('app code', lambda: open('/app/webapp/settings.py').read())",
     "attempt('worker env', worker_env)",
-    "for host, port in (('redis', 6379), ('postgres', 5432), ('web', 8000)):",
-    "    attempt(host, lambda: socket.create_connection((host, port), timeout=3).close())",
-    # By address too, resolved here: no name lookup inside is not the whole story.
-    f"for name, address in {[(n, socket.gethostbyname(n)) for n in ('redis', 'postgres')]}:",
-    "    attempt(name + ' by address', lambda: socket.create_connection((address, 6379 if name == 'redis' else 5432), timeout=3).close())",
+    f"for what, address in {targets!r}:",
+    "    attempt(what, lambda: socket.create_connection(address, timeout=3).close())",
 ])
-owner = get_user_model().objects.get(username="smoke")
-query = Query.objects.create(owner=owner, prompt="smoke probe", kind="db", forward_code=probe)
-run = query_run(query=query)
-deadline = time.monotonic() + 90
-while time.monotonic() < deadline and not PendingChange.objects.filter(
-        run=run, status=ChangeStatus.PENDING).exists():
-    assert not Run.objects.get(pk=run.pk).is_final, Run.objects.get(pk=run.pk).error
-    time.sleep(0.2)
-ws.change_undo(change=PendingChange.objects.get(run=run))
-while time.monotonic() < deadline and not Run.objects.get(pk=run.pk).is_final:
-    time.sleep(0.2)
-run.refresh_from_db()
-text = "".join(run.chunks.values_list("text", flat=True))
-print(text)
-assert run.worker.startswith("kinds@"), run.worker
-for what in ("app code", "worker env", "redis", "postgres", "web", "redis by address",
-             "postgres by address"):
+_, text, _ = db_run(probe, keep=False)
+for what in ["app code", "worker env", *(name for name, _ in targets)]:
     assert f"{what} blocked" in text, (what, text)
 assert "REACHED" not in text, text
 PY

@@ -87,8 +87,17 @@ CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "webapp.asgi:application"]
 
 # --- app-bwrap: the app image plus the sandbox root filesystem, for workers that run user code
 # with bubblewrap inside their own container (compose's worker-kinds): the fs, db and rest kinds
-# bind host folders into their sandboxes, which the Docker backend does not do.
+# bind host folders into their sandboxes, which the Docker backend does not do. Every sandbox
+# starts through the launcher (executor/launcher/), compiled here for this base.
+FROM debian AS launcher
+RUN apt-get update -qq \
+    && apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null \
+    && rm -rf /var/lib/apt/lists/*
+COPY executor/launcher/undoable-launch.c /src/
+# The same flags as the Makefile's `launcher` target.
+RUN cc -O2 -Wall -Wextra -Werror -static -o /src/undoable-launch /src/undoable-launch.c
 FROM ${SANDBOX_IMAGE} AS sandbox
 FROM app AS app-bwrap
 COPY --from=sandbox / /app/sandbox-rootfs
+COPY --from=launcher /src/undoable-launch /app/executor/launcher/undoable-launch
 ENV EXECUTOR_BACKEND=bwrap EXECUTOR_ROOTFS=/app/sandbox-rootfs

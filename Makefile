@@ -4,12 +4,13 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 ROOTFS := var/sandbox-rootfs
+LAUNCHER := executor/launcher/undoable-launch
 SANDBOX_IMAGE ?= undoable-sandbox:latest
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
 .PHONY: run test test-unit test-browser test-sabotage test-fault compose-smoke bench loadtest lint format sandbox-image sandbox-rootfs \
-        docker-image prereqs migrate frontend clean
+        sandbox launcher docker-image prereqs migrate frontend clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,12 +22,22 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 prereqs:
-	@command -v bwrap >/dev/null || { echo "bubblewrap is missing. Run: sudo apt-get install -y bubblewrap debootstrap"; exit 1; }
+	@command -v bwrap >/dev/null && command -v $(CC) >/dev/null || { echo "bubblewrap or a C compiler is missing. Run: sudo apt-get install -y bubblewrap debootstrap gcc libc6-dev"; exit 1; }
 
 $(ROOTFS)/etc/undoable-rootfs-built:
 	bash executor/image/build-rootfs.sh $(ROOTFS)
 
 sandbox-rootfs: prereqs $(ROOTFS)/etc/undoable-rootfs-built
+
+# The host-side launcher of every bwrap sandbox (joins its cgroups, drops root, hard-kills it).
+# Static: no dynamic loader to run on each of the hundreds of sandbox starts per second.
+$(LAUNCHER): executor/launcher/undoable-launch.c | prereqs
+	$(CC) -O2 -Wall -Wextra -Werror -static -o $@ $<
+
+launcher: $(LAUNCHER)
+
+# Everything the bwrap backend needs on this host.
+sandbox: sandbox-rootfs launcher
 
 # The Docker backend's image: the same root filesystem, imported without any registry pull.
 sandbox-image: sandbox-rootfs
@@ -35,25 +46,25 @@ sandbox-image: sandbox-rootfs
 migrate: $(VENV)/.installed
 	$(PY) manage.py migrate --noinput
 
-run: $(VENV)/.installed sandbox-rootfs migrate
+run: $(VENV)/.installed sandbox migrate
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) webapp.asgi:application
 
-test: $(VENV)/.installed sandbox-rootfs test-unit test-browser test-fault
+test: $(VENV)/.installed sandbox test-unit test-browser test-fault
 
-test-unit: $(VENV)/.installed
+test-unit: $(VENV)/.installed $(LAUNCHER)
 	$(PY) -m pytest -m "not browser and not fault" $(PYTEST_ARGS)
 
 # Playwright's sync API runs its own event loop; keep it out of the asyncio tests' process.
-test-browser: $(VENV)/.installed
+test-browser: $(VENV)/.installed $(LAUNCHER)
 	$(PY) -m pytest -m browser $(PYTEST_ARGS)
 
-test-sabotage: $(VENV)/.installed
+test-sabotage: $(VENV)/.installed $(LAUNCHER)
 	$(PY) -m pytest -m sabotage $(PYTEST_ARGS)
 
-test-fault: $(VENV)/.installed
+test-fault: $(VENV)/.installed $(LAUNCHER)
 	$(PY) -m pytest -m fault $(PYTEST_ARGS)
 
-bench: $(VENV)/.installed sandbox-rootfs
+bench: $(VENV)/.installed sandbox
 	$(PY) tests/bench/bench_executor.py
 	$(PY) tests/bench/bench_api.py
 	$(PY) tests/bench/bench_stream.py
@@ -62,7 +73,7 @@ bench: $(VENV)/.installed sandbox-rootfs
 compose-smoke: sandbox-image
 	bash tests/fault/compose_smoke.sh
 
-loadtest: $(VENV)/.installed sandbox-rootfs
+loadtest: $(VENV)/.installed sandbox
 	$(PY) tests/bench/loadtest.py
 
 lint: $(VENV)/.installed
@@ -79,4 +90,4 @@ frontend:
 	cd static/frontend && npm install --no-audit --no-fund && npm run build
 
 clean:
-	rm -rf $(VENV) var/tmp
+	rm -rf $(VENV) var/tmp $(LAUNCHER)

@@ -75,11 +75,11 @@ class Sandbox:
             status_r, status_w = os.pipe()
             fds_to_close.append(status_w)
             fds = SandboxFds(seccomp=seccomp_r, job=job_r, status=status_w)
-            argv = bwrap_argv(
-                rootfs=rootfs, limits=limits, fds=fds, hard_limit_s=hard_limit_s, mounts=mounts
-            )
             argv = launch_argv(
-                argv, cgroup_procs=cgroup.procs_files if cgroup else (), host_uid=host_uid
+                bwrap_argv(rootfs=rootfs, limits=limits, fds=fds, mounts=mounts),
+                cgroup_procs=cgroup.procs_files if cgroup else (),
+                host_uid=host_uid,
+                hard_limit_s=hard_limit_s,
             )
             proc = subprocess.Popen(
                 argv,
@@ -325,8 +325,8 @@ class Reaper:
             try:
                 sandbox.destroy(exiting=exiting)
             except Exception:
-                # Logged, not raised: the next sandboxes must still be torn down. The hard
-                # `timeout -s KILL` still ends this one's processes.
+                # Logged, not raised: the next sandboxes must still be torn down. The
+                # launcher's hard kill still ends this one's processes.
                 logger.exception("sandbox teardown failed")
             finally:
                 with self._cond:

@@ -4,8 +4,8 @@ Built on the shared policy (executor/policy/bwrap_args.py): the same namespaces,
 filter, read-only root, cgroups and rlimits as a single-use run, with two local changes that a
 session needs (parameters of the policy's bwrap_argv): /workspace is a host directory bound
 read-write (so files can be put and fetched from the host side) instead of a private tmpfs, and
-the program is the REPL driver (executor/session_driver.py). The `timeout -s KILL` wrapper of
-the policy bounds the session's whole life even if this process dies.
+the program is the REPL driver (executor/session_driver.py). The launcher's hard kill (see
+launch_argv) bounds the session's whole life even if this process dies.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def driver_source() -> str:
 
 
 def session_argv(
-    *, rootfs: str, workdir: str, limits: Limits, fds: SandboxFds, lifetime_s: float, config: str
+    *, rootfs: str, workdir: str, limits: Limits, fds: SandboxFds, config: str
 ) -> list[str]:
     """The policy's argv with the workspace bound from the host and the REPL driver as program.
 
@@ -62,7 +62,6 @@ def session_argv(
         rootfs=rootfs,
         limits=limits,
         fds=fds,
-        hard_limit_s=lifetime_s,
         workdir_bind=Path(workdir),
         command=program,
         extra_env=SESSION_ENV,
@@ -97,10 +96,11 @@ class SessionSandbox:
             reply_r, reply_w = os.pipe()
             to_close += [seccomp_r, cmd_r, reply_w]
             fds = SandboxFds(seccomp=seccomp_r, job=cmd_r, status=reply_w)
-            argv = session_argv(rootfs=rootfs, workdir=workdir, limits=limits, fds=fds,
-                                lifetime_s=lifetime_s, config=config)  # fmt: skip
             argv = launch_argv(
-                argv, cgroup_procs=cgroup.procs_files if cgroup else (), host_uid=host_uid
+                session_argv(rootfs=rootfs, workdir=workdir, limits=limits, fds=fds, config=config),
+                cgroup_procs=cgroup.procs_files if cgroup else (),
+                host_uid=host_uid,
+                hard_limit_s=lifetime_s,
             )
             proc = subprocess.Popen(
                 argv,

@@ -9,7 +9,7 @@
 
 Sessions idle longer than `idle_timeout_s`, or older than `max_lifetime_s`, are reaped by a
 background thread: the sandbox is SIGKILLed and its workspace removed. The hard lifetime also
-holds if this process dies (the policy's `timeout -s KILL` wrapper and --die-with-parent).
+holds if this process dies (the launcher's hard kill and --die-with-parent).
 """
 
 from __future__ import annotations

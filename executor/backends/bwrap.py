@@ -22,7 +22,7 @@ from executor.bwrap_pool import Reaper, Sandbox, WarmPool
 from executor.cancel import CancelToken
 from executor.errors import BackendUnavailable, InvalidLimits, InvalidSpec, SandboxFailed
 from executor.limits import Limits
-from executor.policy.bwrap_args import program_env, program_rlimits, rlimit_names_known
+from executor.policy.bwrap_args import LAUNCHER, program_env, program_rlimits, rlimit_names_known
 from executor.policy.mounts import Mount, check_mounts
 from executor.policy.seccomp import seccomp_bpf
 from executor.result import RunResult
@@ -84,10 +84,10 @@ class BwrapBackend:
             raise BackendUnavailable(
                 "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
             )
-        if shutil.which("timeout") is None:
-            raise BackendUnavailable("coreutils `timeout` is missing on the host")
-        if self.host_uid is not None and shutil.which("setpriv") is None:
-            raise BackendUnavailable("util-linux `setpriv` is missing on the host")
+        if not os.access(LAUNCHER, os.X_OK):
+            raise BackendUnavailable(
+                f"the sandbox launcher {LAUNCHER} is not built: run `make launcher`"
+            )
         for needed in ("usr/bin/python3", "bin/bash", "etc/passwd"):
             if not os.path.exists(os.path.join(self.rootfs, needed)):
                 raise BackendUnavailable(

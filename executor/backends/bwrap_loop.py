@@ -6,7 +6,7 @@ Stopping is SIGTERM to the program, then SIGKILL to the whole sandbox after a gr
 
 The loop ends as soon as the supervisor reports the program's wait status: the program wrote
 all its output into the pipes before it exited, so what is buffered there is read without
-blocking and the run is over. It does not wait for bwrap and `timeout` to exit (they hold the
+blocking and the run is over. It does not wait for bwrap and its launcher to exit (they hold the
 pipes open until then); tearing the sandbox down is the caller's job (a background reaper).
 """
 

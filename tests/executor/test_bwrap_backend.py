@@ -78,7 +78,7 @@ def test_the_sandbox_runs_as_the_host_uid_with_no_groups_or_inheritable_caps():
     backend = create_backend("bwrap", rootfs=ROOTFS, host_uid=HOST_UID, warm_pool_size=1)
     try:
         assert backend.wait_warm(30)
-        (launcher,) = [p for p in processes_of(HOST_UID) if _comm(p) == "timeout"]
+        (launcher,) = [p for p in processes_of(HOST_UID) if _comm(p) == "undoable-launch"]
         status = _status(launcher)
         assert status["Uid"].split() == [str(HOST_UID)] * 4
         assert status["Gid"].split() == [str(HOST_UID)] * 4
@@ -304,12 +304,15 @@ def test_self_check_refuses_when_bwrap_is_missing(monkeypatch, tmp_path):
         BwrapBackend(ROOTFS).self_check()
 
 
-def test_self_check_refuses_to_run_as_root_without_setpriv(monkeypatch, tmp_path):
-    # Only bwrap and timeout on PATH: without setpriv the sandbox would run as host root.
-    for tool in ("bwrap", "timeout"):
-        (tmp_path / tool).symlink_to(shutil.which(tool))
-    monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(BackendUnavailable, match="setpriv"):
+@pytest.mark.parametrize("present", [False, True], ids=["missing", "not-executable"])
+def test_self_check_refuses_when_the_launcher_is_not_built(monkeypatch, tmp_path, present):
+    # Without the launcher nothing would join the cgroups, drop root or enforce the hard limit.
+    launcher = tmp_path / "undoable-launch"
+    if present:
+        launcher.write_text("")
+        launcher.chmod(0o644)
+    monkeypatch.setattr("executor.backends.bwrap.LAUNCHER", str(launcher))
+    with pytest.raises(BackendUnavailable, match="make launcher"):
         BwrapBackend(ROOTFS, host_uid=HOST_UID).self_check()
 
 

@@ -12,6 +12,7 @@ from executor.errors import InvalidLimits, InvalidSpec
 from executor.limits import Limits
 from executor.policy.bwrap_args import (
     BASE_ENV,
+    LAUNCHER,
     SandboxFds,
     bwrap_argv,
     driver_payload,
@@ -47,9 +48,7 @@ REQUIRED_DENIED = (
 
 
 def argv(limits: Limits | None = None, rootfs: str = ROOTFS, mounts=()) -> list[str]:
-    return bwrap_argv(
-        rootfs=rootfs, limits=limits or Limits(), fds=FDS, hard_limit_s=10, mounts=mounts
-    )
+    return bwrap_argv(rootfs=rootfs, limits=limits or Limits(), fds=FDS, mounts=mounts)
 
 
 def bwrap_part(args: list[str]) -> list[str]:
@@ -59,12 +58,6 @@ def bwrap_part(args: list[str]) -> list[str]:
 
 def option_values(args: list[str], option: str) -> list[str]:
     return [args[i + 1] for i, arg in enumerate(args) if arg == option]
-
-
-def test_it_wraps_bwrap_in_an_external_hard_kill():
-    args = argv(Limits(wall_time_s=3))
-    assert args[:4] == ["timeout", "-s", "KILL", "15s"]
-    assert args[4] == "bwrap"
 
 
 def test_it_unshares_every_namespace_and_forbids_new_user_namespaces():
@@ -328,7 +321,6 @@ def session_argv(folder: Path | None = None, **overrides) -> list[str]:
         rootfs=ROOTFS,
         limits=Limits(),
         fds=FDS,
-        hard_limit_s=10,
         workdir_bind=folder,
         **overrides,
     )
@@ -418,30 +410,31 @@ def test_a_session_keeps_every_other_part_of_the_policy(folder):
     assert session == expected
 
 
-def test_the_launcher_joins_the_cgroups_before_dropping_to_the_host_uid():
+def test_the_launcher_joins_the_cgroups_drops_to_the_host_uid_and_hard_kills_bwrap():
     procs = ["/sys/fs/cgroup/memory/x/cgroup.procs", "/sys/fs/cgroup/pids/x/cgroup.procs"]
-    command = launch_argv(argv(), cgroup_procs=procs, host_uid=65534)
-    assert command[:2] == ["/bin/sh", "-c"]
-    assert command[3:6] == ["sh", "2", *procs[:1]] and command[6] == procs[1]
-    setpriv = command.index("setpriv")
-    assert setpriv == 7
-    drop = command[setpriv : command.index("--", setpriv)]
-    assert drop == [
-        "setpriv",
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-        "--inh-caps=-all",
+    command = launch_argv(argv(), cgroup_procs=procs, host_uid=65534, hard_limit_s=10)
+    assert command == [
+        LAUNCHER,
+        "--cgroup-procs",
+        procs[0],
+        "--cgroup-procs",
+        procs[1],
+        "--uid",
+        "65534",
+        "--kill-after",
+        "15",
+        "--",
+        *argv(),
     ]
-    assert command[command.index("--", setpriv) + 1 :] == argv()
+    assert os.path.isabs(LAUNCHER)
 
 
 def test_the_launcher_adds_nothing_it_is_not_asked_for():
-    assert launch_argv(argv(), cgroup_procs=(), host_uid=None) == argv()
-    assert launch_argv(argv(), cgroup_procs=(), host_uid=1234)[0] == "setpriv"
+    command = launch_argv(argv(), cgroup_procs=(), host_uid=None, hard_limit_s=2.9)
+    assert command == [LAUNCHER, "--kill-after", "7", "--", *argv()]
 
 
-def test_a_hostile_cgroup_path_stays_one_argument_after_the_count():
+def test_a_hostile_cgroup_path_stays_one_argument():
     hostile = "/sys/fs/cgroup/x; rm -rf / #/cgroup.procs"
-    command = launch_argv(["true"], cgroup_procs=[hostile], host_uid=None)
-    assert command == ["/bin/sh", "-c", command[2], "sh", "1", hostile, "true"]
+    command = launch_argv(["true"], cgroup_procs=[hostile], host_uid=None, hard_limit_s=1)
+    assert command[1:3] == ["--cgroup-procs", hostile]

@@ -49,12 +49,12 @@ def make_persona(username: str) -> Persona:
 
 
 @pytest.fixture
-def owner(db: None) -> Persona:
+def owner(transactional_db: None) -> Persona:
     return make_persona("owner")
 
 
 @pytest.fixture
-def stranger(db: None) -> Persona:
+def stranger(transactional_db: None) -> Persona:
     return make_persona("stranger")
 
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db.backends.signals import connection_created
 from django.test import Client
 
+from webapp.agents import auth
 from webapp.agents.models import ApiToken
 from webapp.agents.tokens import token_authenticate, token_create, token_revoke
 
@@ -128,3 +132,23 @@ def test_token_forms_need_csrf(owner):
     browser = Client(enforce_csrf_checks=True)
     browser.force_login(owner.user)
     assert browser.post("/agents/tokens/new/", {"name": "x"}).status_code == 403
+
+
+def test_token_lookups_keep_their_database_connections_between_requests(owner, monkeypatch):
+    lookups = ThreadPoolExecutor(max_workers=2, thread_name_prefix="test-lookup")
+    monkeypatch.setattr(auth, "_lookups", lookups)
+    opened: list[str] = []
+
+    def record(sender: object, connection: object, **kwargs: object) -> None:
+        opened.append(threading.current_thread().name)
+
+    connection_created.connect(record)
+    try:
+        for _ in range(10):
+            assert owner.post("/api/v1/exec", {}, raw=b"{").status_code == 400
+    finally:
+        connection_created.disconnect(record)
+        lookups.shutdown()
+    # One connection per lookup thread (a second thread may start when requests overlap it),
+    # not one per request.
+    assert 1 <= len([name for name in opened if name.startswith("test-lookup")]) <= 2

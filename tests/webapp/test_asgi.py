@@ -1,16 +1,9 @@
 """The ASGI entry point as a server process starts it."""
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.webapp.fresh_interpreter import probe_state
 
 
 def test_the_server_starts_with_every_view_loaded_and_kept_out_of_full_collections(tmp_path):
-    # A fresh interpreter, as daphne's: this test process has imported everything already.
     probe = (
         "import gc, json, sys\n"
         "import webapp.asgi\n"
@@ -18,11 +11,7 @@ def test_the_server_starts_with_every_view_loaded_and_kept_out_of_full_collectio
         "state.update(urls='webapp.urls' in sys.modules, llm='openai' in sys.modules)\n"
         "print(json.dumps(state))\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "UNDOABLE_VAR_DIR": str(tmp_path)}
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120, check=True)  # fmt: skip
-    state = json.loads(done.stdout.strip().splitlines()[-1])
+    state = probe_state(probe, tmp_path)
     # The views and what they import (the LLM client among them) were loaded before the
     # freeze, so a full collection no longer walks them.
     assert state["urls"] and state["llm"]

@@ -17,3 +17,12 @@ class NothingPending(ExecutorError):
 
 class TransactionError(ExecutorError):
     """The sandboxed database driver could not open, commit or roll back its transaction."""
+
+
+class StatementRefused(ExecutorError):
+    """The host refused a statement the sandboxed program sent (transaction control, ATTACH,
+    several statements in one call, ...). The message is for the program's output."""
+
+
+class StatementFailed(ExecutorError):
+    """The database itself rejected a statement (syntax error, constraint, ...): its message."""

@@ -10,10 +10,16 @@
 Sessions idle longer than `idle_timeout_s`, or older than `max_lifetime_s`, are reaped by a
 background thread: the sandbox is SIGKILLed and its workspace removed. The hard lifetime also
 holds if this process dies (the launcher's hard kill and --die-with-parent).
+
+Each workspace is a host folder bound into the sandbox. Where this process may mount (root), it
+is a tmpfs capped at `workdir_quota_mib` and `workdir_max_inodes` (executor.quota), so the kernel
+answers ENOSPC past the quota; elsewhere only RLIMIT_FSIZE caps each file, and the manager warns
+once that workspaces are unquota'd.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -22,8 +28,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
-from executor import cgroups, session_files
+from executor import cgroups, quota, session_files
 from executor.errors import BackendUnavailable, ExecutorError, InvalidSpec, NoCapacity
 from executor.limits import Limits
 from executor.result import RunResult
@@ -55,6 +62,8 @@ class SessionConfig:
     max_sessions: int = 32
     host_uid: int | None = NOBODY
     use_cgroups: bool = True
+    workdir_quota_mib: int = 256  # the workspace's bytes, all files together
+    workdir_max_inodes: int = 100_000  # and its files and folders
 
 
 class Session:
@@ -170,7 +179,10 @@ class Session:
         if self.closed_reason is None:
             self.closed_reason = reason
         self._sandbox.kill()
-        shutil.rmtree(os.path.dirname(self.workdir), ignore_errors=True)
+        try:
+            quota.unmount(Path(self.workdir))
+        finally:
+            shutil.rmtree(os.path.dirname(self.workdir), ignore_errors=True)
 
 
 class SessionManager:
@@ -184,6 +196,13 @@ class SessionManager:
         self._cond = threading.Condition()
         self._stopped = False
         self._cgroup_parents = cgroups.available_parents() if config.use_cgroups else {}
+        self._quota = quota.supported()
+        if not self._quota:
+            logger.warning(
+                "session workspaces have no quota: this process may not mount a tmpfs, so only "
+                "RLIMIT_FSIZE caps each file",
+                extra={"workdir_quota_mib": config.workdir_quota_mib},
+            )
         _check_traversable(config.root_dir, config.host_uid)
         os.makedirs(config.root_dir, mode=0o711, exist_ok=True)
         # Traversable (not listable) by the unprivileged sandbox uid that binds a workspace inside.
@@ -199,12 +218,15 @@ class SessionManager:
         # Canonical: the policy binds only a canonical folder (no symlink on the way).
         base = os.path.join(os.path.realpath(self.config.root_dir), session_id)
         workdir = os.path.join(base, "workspace")
-        os.makedirs(workdir, mode=0o700)
-        os.chmod(base, 0o711)  # noqa: S103
         uid = self.config.host_uid if os.geteuid() == 0 else None
-        if uid is not None:
-            os.chown(workdir, uid, uid)
-        try:
+        with contextlib.ExitStack() as undo:
+            undo.callback(shutil.rmtree, base, ignore_errors=True)
+            os.makedirs(workdir, mode=0o700)
+            os.chmod(base, 0o711)  # noqa: S103
+            undo.callback(quota.unmount, Path(workdir))  # runs first: the folder is a mount
+            mounted = self._quota and self._mount_quota(workdir, uid)
+            if not mounted and uid is not None:
+                os.chown(workdir, uid, uid)  # a quota tmpfs's root already belongs to the uid
             sandbox = SessionSandbox.start(
                 rootfs=os.path.abspath(self.config.rootfs),
                 workdir=workdir,
@@ -213,15 +235,24 @@ class SessionManager:
                 host_uid=uid,
                 cgroup_parents=self._cgroup_parents,
             )
-        except BaseException:
-            shutil.rmtree(base, ignore_errors=True)
-            raise
+            undo.pop_all()
         session = Session(session_id, sandbox, workdir, self.config)
         with self._cond:
             self._sessions[session_id] = session
             self._cond.notify_all()
         logger.info("session started", extra={"session_id": session_id, "pid": session.pid})
         return session
+
+    def _mount_quota(self, workdir: str, uid: int | None) -> bool:
+        """Put the workspace on its capped tmpfs, owned by the sandbox uid; False if we may not."""
+        return quota.mount_tmpfs(
+            Path(workdir),
+            size_bytes=self.config.workdir_quota_mib * 1024 * 1024,
+            max_inodes=self.config.workdir_max_inodes,
+            uid=uid,
+            gid=uid,
+            mode=0o700,
+        )
 
     def get(self, session_id: str) -> Session:
         with self._cond:

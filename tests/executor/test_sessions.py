@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from executor.errors import InvalidSpec
+from executor import quota
+from executor.errors import ExecutorError, InvalidSpec
 from executor.limits import Limits
-from executor.session_files import FileMissing
+from executor.session_files import FileMissing, WorkspaceFull
 from executor.sessions import SessionBusy, SessionConfig, SessionManager, SessionNotFound
 
 ROOTFS = Path(__file__).resolve().parents[2] / "var" / "sandbox-rootfs"
@@ -45,10 +46,8 @@ def manager_factory(reaped: dict[str, threading.Event]) -> Iterator:
         def on_close(session_id: str, reason: str) -> None:
             reaped.setdefault(session_id, threading.Event()).set()
 
-        options = {"limits": Limits(wall_time_s=5), **overrides}
-        config = SessionConfig(
-            rootfs=str(ROOTFS), root_dir=os.path.join(root, "sessions"), **options
-        )
+        options = {"limits": Limits(wall_time_s=5), "rootfs": str(ROOTFS), **overrides}
+        config = SessionConfig(root_dir=os.path.join(root, "sessions"), **options)
         manager = SessionManager(config, on_close=on_close)
         managers.append(manager)
         return manager
@@ -165,3 +164,110 @@ def test_uploaded_files_belong_to_the_sandbox_user(manager_factory):
     session.write_file("sub/data.txt", b"v1")
     assert session.exec("open('sub/data.txt', 'a').write('+more')").exit_code == 0
     assert session.read_file("sub/data.txt") == b"v1+more"
+
+
+# --- the workspace quota ---------------------------------------------------------------------
+
+QUOTA_MIB = 16
+# A 64 MiB file size limit, so only the workspace quota can stop a 40 MiB write.
+QUOTA_LIMITS = Limits(wall_time_s=10, max_file_size_mib=64)
+WRITE_40_MIB = """
+import errno
+try:
+    with open('big', 'wb') as f:
+        [f.write(b'\\0' * (1 << 20)) for _ in range(40)]
+except OSError as exc:
+    print(errno.errorcode[exc.errno], exc.strerror)
+else:
+    print('wrote it all')
+"""
+
+
+def mounted_anywhere(path: str) -> bool:
+    return any(line.split(" ")[4] == path for line in open("/proc/self/mountinfo"))
+
+
+def test_a_cell_cannot_write_past_the_workspace_quota(manager_factory):
+    manager = manager_factory(limits=QUOTA_LIMITS, workdir_quota_mib=QUOTA_MIB)
+    session = manager.create()
+    workdir = session.workdir
+
+    result = session.exec(WRITE_40_MIB)
+
+    assert result.stdout == "ENOSPC No space left on device\n"
+    assert os.path.getsize(os.path.join(workdir, "big")) <= QUOTA_MIB << 20
+    assert session.exec("'still answering'").stdout == "'still answering'\n"
+    manager.close(session.id)
+    assert not mounted_anywhere(workdir)
+    assert not os.path.exists(workdir)
+
+
+def test_the_workspace_caps_how_many_files_it_holds(manager_factory):
+    session = manager_factory(workdir_max_inodes=50).create()
+
+    result = session.exec(
+        "import errno\ntry:\n    [open(f'f{n}', 'w').close() for n in range(200)]\n"
+        "except OSError as exc:\n    print(errno.errorcode[exc.errno])"
+    )
+
+    assert result.stdout == "ENOSPC\n"
+    assert len(os.listdir(session.workdir)) < 50
+
+
+def test_an_upload_into_a_full_workspace_is_refused_and_leaves_nothing(manager_factory):
+    session = manager_factory(limits=QUOTA_LIMITS, workdir_quota_mib=QUOTA_MIB).create()
+    session.exec(WRITE_40_MIB)
+
+    with pytest.raises(WorkspaceFull):
+        session.write_file("more.bin", b"x" * (1 << 20))
+
+    assert [entry.name for entry in session.list_files()] == ["big"]
+    session.delete_file("big")
+    session.write_file("more.bin", b"x" * (1 << 20))
+    assert session.exec("len(open('more.bin', 'rb').read())").stdout == f"{1 << 20}\n"
+
+
+def test_a_reaped_session_leaves_no_mount_behind(manager_factory, reaped):
+    manager = manager_factory(idle_timeout_s=0.5)
+    session = manager.create()
+    reaped[session.id] = threading.Event()
+    assert mounted_anywhere(session.workdir)
+
+    assert reaped[session.id].wait(15)
+
+    assert not mounted_anywhere(session.workdir)
+    assert not os.path.exists(session.workdir)
+
+
+def test_a_session_that_fails_to_start_leaves_no_mount_or_folder(manager_factory, tmp_path):
+    manager = manager_factory(rootfs=str(tmp_path / "no-rootfs"))
+    before = Path("/proc/self/mountinfo").read_text().count("undoable-quota")
+
+    with pytest.raises(ExecutorError):
+        manager.create()
+
+    assert Path("/proc/self/mountinfo").read_text().count("undoable-quota") == before
+    assert os.listdir(manager.config.root_dir) == []
+
+
+def test_without_mount_privilege_the_manager_warns_once(manager_factory, monkeypatch, caplog):
+    monkeypatch.setattr(quota, "supported", lambda: False)
+
+    manager_factory()
+    session = manager_factory().create()
+
+    warnings = [r for r in caplog.records if "no quota" in r.getMessage()]
+    assert len(warnings) == 2  # one per manager, none per session
+    assert not mounted_anywhere(session.workdir)
+    assert os.stat(session.workdir).st_uid == 65534
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_quota_mount_a_cell_writes_past_it(manager_factory, monkeypatch):
+    monkeypatch.setattr(quota, "mount_tmpfs", lambda path, **caps: False)
+    session = manager_factory(limits=QUOTA_LIMITS, workdir_quota_mib=QUOTA_MIB).create()
+
+    result = session.exec(WRITE_40_MIB)
+
+    assert result.stdout == "wrote it all\n"
+    assert os.path.getsize(os.path.join(session.workdir, "big")) == 40 << 20

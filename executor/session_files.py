@@ -9,6 +9,8 @@ entry). Paths are validated first: relative, no '..', no NUL.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import shutil
 import stat
@@ -25,6 +27,10 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 class FileMissing(InvalidSpec):
     """No such file or directory (or not one we will follow)."""
+
+
+class WorkspaceFull(InvalidSpec):
+    """The workspace's quota (bytes or files) has no room for this upload."""
 
 
 @dataclass(frozen=True)
@@ -88,10 +94,23 @@ def read_file(root: str, path: str, *, max_bytes: int) -> bytes:
 
 
 def write_file(root: str, path: str, data: bytes, *, owner: int | None) -> None:
-    """Create or replace root/path atomically; parent directories are created as needed."""
+    """Create or replace root/path atomically; parent directories are created as needed.
+
+    Raises WorkspaceFull, leaving no partial upload behind, when the workspace's quota is used up.
+    """
     parts = _parts(path)
     if not parts:
         raise InvalidSpec("a file path is required")
+    try:
+        _write_file(root, parts, path, data, owner=owner)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise WorkspaceFull(f"no room left in the workspace for {path}") from None
+
+
+def _write_file(root: str, parts: tuple[str, ...], path: str, data: bytes, *,
+                owner: int | None) -> None:  # fmt: skip
     with _open_dir(root, parts[:-1], create=True, owner=owner) as dir_fd:
         tmp = f".upload-{uuid.uuid4().hex}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
@@ -101,6 +120,10 @@ def write_file(root: str, path: str, data: bytes, *, owner: int | None) -> None:
                 f.write(data)
             if owner is not None:
                 os.fchown(fd, owner, owner)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
         finally:
             os.close(fd)
         try:

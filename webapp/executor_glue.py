@@ -110,4 +110,5 @@ def session_config() -> SessionConfig:
         ),
         idle_timeout_s=settings.AGENTS_SESSION_IDLE_S,
         max_lifetime_s=settings.AGENTS_SESSION_MAX_LIFETIME_S,
+        workdir_quota_mib=settings.AGENTS_SESSION_WORKDIR_QUOTA_MIB,
     )

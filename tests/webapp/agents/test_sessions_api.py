@@ -5,12 +5,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import os
 import zipfile
 
 import pytest
 from django.test import override_settings
 
+from executor import quota
 from webapp.agents.models import AgentSession
+from webapp.agents.session_services import session_manager
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sessions")]
 
@@ -179,3 +182,47 @@ def test_an_uploaded_wheel_installs_offline_and_imports_in_the_same_session(owne
     assert installed["exit_code"] == 0, installed["stderr"]
     assert "Successfully installed tinypkg-1.0" in installed["stdout"]
     assert cell(owner, sid, "import tinypkg; tinypkg.hello()")["stdout"] == "'hello from tinypkg'\n"
+
+
+WRITE_40_MIB = """
+import errno
+try:
+    with open('big', 'wb') as f:
+        [f.write(b'\\0' * (1 << 20)) for _ in range(40)]
+except OSError as exc:
+    print(errno.errorcode[exc.errno], exc.strerror)
+else:
+    print('wrote it all')
+"""
+
+
+def mounted_anywhere(path: str) -> bool:
+    return any(line.split(" ")[4] == path for line in open("/proc/self/mountinfo"))
+
+
+@override_settings(AGENTS_SESSION_WORKDIR_QUOTA_MIB=16)
+def test_a_cell_cannot_fill_the_host_past_the_workspace_quota(owner):
+    sid = start(owner)
+    workdir = session_manager().get(sid).workdir
+
+    filled = cell(owner, sid, WRITE_40_MIB, timeout_s=30)
+
+    assert filled["stdout"] == "ENOSPC No space left on device\n"
+    assert os.path.getsize(os.path.join(workdir, "big")) <= 16 << 20
+    assert owner.put(f"/api/v1/sessions/{sid}/files/more.bin", b"x" * (1 << 20)).status_code == 400
+    assert cell(owner, sid, "'still answering'")["stdout"] == "'still answering'\n"
+    assert owner.delete(f"/api/v1/sessions/{sid}").status_code == 204
+    assert not mounted_anywhere(workdir)
+
+
+@pytest.mark.sabotage
+@override_settings(AGENTS_SESSION_WORKDIR_QUOTA_MIB=16)
+def test_sabotage_without_the_quota_mount_a_cell_fills_the_host(owner, monkeypatch):
+    monkeypatch.setattr(quota, "mount_tmpfs", lambda path, **caps: False)
+    sid = start(owner)
+    workdir = session_manager().get(sid).workdir
+
+    filled = cell(owner, sid, WRITE_40_MIB, timeout_s=30)
+
+    assert filled["stdout"] == "wrote it all\n"
+    assert os.path.getsize(os.path.join(workdir, "big")) == 40 << 20

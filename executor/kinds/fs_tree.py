@@ -1,26 +1,28 @@
 """Read-only views of a folder tree: scan it, copy it, and list how two trees differ.
 
 Symbolic links are never followed: a link is an entry of its own (its target text), so a
-hostile link cannot make us read or copy anything outside the tree.
+hostile link cannot make us read or copy anything outside the tree. Walks are iterative and
+capped (executor.kinds.fs_walk), so no tree shape can exhaust the host's stack or paths.
 """
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
+import shutil
 import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from executor.kinds.fs_links import escaping_links
+from executor.kinds.fs_walk import DIR_FLAGS, TreeTooLarge, open_regular, walk
+
 EntryKind = Literal["file", "dir", "symlink", "other"]
 Action = Literal["added", "modified", "deleted"]
-
-# Text diffs are for people: past these sizes the change list says "large file" instead.
-DIFF_MAX_INPUT_BYTES = 256 * 1024
-DIFF_MAX_OUTPUT_CHARS = 64 * 1024
 _CHUNK = 1 << 20
+
+__all__ = ["Entry", "FsChange", "TreeTooLarge", "copy_tree", "diff_trees", "kept_mode", "scan"]
 
 
 @dataclass(frozen=True)
@@ -36,58 +38,65 @@ class Entry:
 class FsChange:
     """One path that differs between the workspace and the run's copy of it."""
 
-    path: str
+    path: str  # may hold surrogate escapes (a non-UTF-8 name): as_dict() escapes them
     action: Action
     kind: EntryKind  # the entry after the run (before it, for a deletion)
     old_mode: int | None
-    new_mode: int | None
+    new_mode: int | None  # the mode Keep gives it (masked), not the one the run asked for
     size: int
     binary: bool = False
-    diff: str = ""  # unified diff for text files
+    diff: str = ""  # unified diff for text files (filled in for listed changes only)
     refused: str = ""  # non-empty: Keep leaves this path alone, and this says why
+    target: str = ""  # a link's target
+    note: str = ""  # e.g. the mode the run asked for, when Keep masks it
 
     def as_dict(self) -> dict[str, object]:
+        """JSON- and HTML-safe: no lone surrogates, non-UTF-8 bytes shown as \\xNN."""
         data = asdict(self)
+        for key, value in data.items():
+            if isinstance(value, str):
+                data[key] = safe_text(value)
         data["old_mode"] = None if self.old_mode is None else f"{self.old_mode:04o}"
         data["new_mode"] = None if self.new_mode is None else f"{self.new_mode:04o}"
         return data
 
 
+def safe_text(text: str) -> str:
+    """`text` with surrogate escapes (undecodable bytes of a name) written as \\xNN."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def kept_mode(kind: EntryKind, mode: int) -> int:
+    """The permission bits Keep gives an entry: no setuid/setgid/sticky, no group or other
+    write; the owner can always read and write it (and enter a folder); exec bits may stay."""
+    return (mode & 0o755) | (0o700 if kind == "dir" else 0o600)
+
+
 def scan(root: Path) -> dict[str, Entry]:
-    """Every entry under `root` (not `root` itself) by relative POSIX path, links unfollowed."""
+    """Every entry under `root` (not `root` itself) by relative POSIX path, links unfollowed.
+
+    Raises TreeTooLarge past fs_walk.MAX_DEPTH / MAX_ENTRIES.
+    """
     entries: dict[str, Entry] = {}
-    _scan_into(root, "", entries)
+    for found in walk(root):
+        st = found.st
+        mode = stat.S_IMODE(st.st_mode)
+        if stat.S_ISLNK(st.st_mode):
+            target = os.readlink(found.name, dir_fd=found.parent_fd)
+            entries[found.rel] = Entry("symlink", mode, 0, target=target)
+        elif stat.S_ISDIR(st.st_mode):
+            entries[found.rel] = Entry("dir", mode, 0)
+        elif stat.S_ISREG(st.st_mode):
+            digest = _digest(found.parent_fd, found.name)
+            entries[found.rel] = Entry("file", mode, st.st_size, digest=digest)
+        else:  # FIFOs, sockets, device nodes: never copied, never applied
+            entries[found.rel] = Entry("other", mode, 0)
     return entries
 
 
-def _scan_into(root: Path, prefix: str, entries: dict[str, Entry]) -> None:
-    with os.scandir(root / prefix if prefix else root) as it:
-        for item in it:
-            rel = f"{prefix}{item.name}"
-            st = item.stat(follow_symlinks=False)
-            mode = stat.S_IMODE(st.st_mode)
-            if stat.S_ISLNK(st.st_mode):
-                entries[rel] = Entry("symlink", mode, 0, target=os.readlink(item.path))
-            elif stat.S_ISDIR(st.st_mode):
-                entries[rel] = Entry("dir", mode, 0)
-                _scan_into(root, rel + "/", entries)
-            elif stat.S_ISREG(st.st_mode):
-                entries[rel] = Entry("file", mode, st.st_size, digest=_digest(item.path))
-            else:  # FIFOs, sockets, device nodes: never copied, never applied
-                entries[rel] = Entry("other", mode, 0)
-
-
-def read_file(path: str | Path) -> bytes:
-    """A regular file's bytes, refusing to follow a symlink in the last component."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f:
-        return f.read()
-
-
-def _digest(path: str) -> str:
+def _digest(parent_fd: int, name: str) -> str:
     h = hashlib.sha256()
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f:
+    with os.fdopen(open_regular(parent_fd, name), "rb") as f:
         while block := f.read(_CHUNK):
             h.update(block)
     return h.hexdigest()
@@ -98,131 +107,131 @@ def copy_tree(src: Path, dst: Path, *, uid: int | None = None, gid: int | None =
 
     A full copy, not hard links or reflinks: the sandbox writes the copy, and a shared inode
     would let it change the original. `uid`/`gid` make the copy the sandbox user's own.
+    Special files are left out. Raises TreeTooLarge past the walk's caps.
     """
+    gid = uid if gid is None else gid
     os.mkdir(dst, 0o700)
-    entries = scan(src)
-    for rel, entry in entries.items():
-        target = dst / rel
-        if entry.kind == "dir":
-            os.mkdir(target, 0o700)
-        elif entry.kind == "file":
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                out.write(read_file(src / rel))
-            os.utime(target, ns=_mtime_ns(src / rel))
-        elif entry.kind == "symlink":
-            os.symlink(entry.target, target)
-        else:
-            continue
+    # One open folder per level of `dst`, paired with the mode it gets once it is filled.
+    levels: list[tuple[int, int]] = [(os.open(dst, DIR_FLAGS), stat.S_IMODE(os.stat(src).st_mode))]
+    try:
+        for found in walk(src):
+            while len(levels) > found.depth:
+                _close_dir(levels.pop(), uid, gid)
+            parent = levels[-1][0]
+            st, name = found.st, found.name
+            if stat.S_ISDIR(st.st_mode):
+                os.mkdir(name, 0o700, dir_fd=parent)
+                levels.append((os.open(name, DIR_FLAGS, dir_fd=parent), stat.S_IMODE(st.st_mode)))
+            elif stat.S_ISREG(st.st_mode):
+                _copy_file(found.parent_fd, parent, name, st, uid, gid)
+            elif stat.S_ISLNK(st.st_mode):
+                os.symlink(os.readlink(name, dir_fd=found.parent_fd), name, dir_fd=parent)
+                if uid is not None:
+                    os.chown(name, uid, gid if gid is not None else uid, dir_fd=parent,
+                             follow_symlinks=False)  # fmt: skip
+    finally:
+        while levels:
+            _close_dir(levels.pop(), uid, gid)
+
+
+def _close_dir(level: tuple[int, int], uid: int | None, gid: int | None) -> None:
+    fd, mode = level
+    try:
+        # Modes once a folder is filled, so a read-only folder does not block its own copy.
+        os.fchmod(fd, mode)
         if uid is not None:
-            os.lchown(target, uid, gid if gid is not None else uid)
-    # Modes last and deepest first, so a read-only folder does not block filling it.
-    for rel in sorted(entries, key=lambda p: p.count("/"), reverse=True):
-        if entries[rel].kind in ("dir", "file"):
-            os.chmod(dst / rel, entries[rel].mode)
-    os.chmod(dst, stat.S_IMODE(os.stat(src).st_mode))
-    if uid is not None:
-        os.chown(dst, uid, gid if gid is not None else uid)
+            os.fchown(fd, uid, gid if gid is not None else uid)
+    finally:
+        os.close(fd)
 
 
-def _mtime_ns(path: Path) -> tuple[int, int]:
-    st = os.stat(path, follow_symlinks=False)
-    return (st.st_atime_ns, st.st_mtime_ns)
+def _copy_file(
+    src_parent: int,
+    dst_parent: int,
+    name: str,
+    st: os.stat_result,
+    uid: int | None,
+    gid: int | None,
+) -> None:
+    with os.fdopen(open_regular(src_parent, name), "rb") as src:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        with os.fdopen(os.open(name, flags, 0o600, dir_fd=dst_parent), "wb") as out:
+            shutil.copyfileobj(src, out, _CHUNK)
+            out.flush()
+            os.utime(out.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))
+            os.fchmod(out.fileno(), stat.S_IMODE(st.st_mode))
+            if uid is not None:
+                os.fchown(out.fileno(), uid, gid if gid is not None else uid)
 
 
 def diff_trees(before_root: Path, after_root: Path) -> list[FsChange]:
-    """What changed from `before_root` to `after_root`, sorted by path."""
-    before, after = scan(before_root), scan(after_root)
+    """What changed from `before_root` to `after_root`, sorted by path, without text diffs
+    (fs_listing adds those for the changes a person is shown).
+
+    Raises TreeTooLarge when either tree breaks the walk's caps.
+    """
+    return diff_entries(scan(before_root), scan(after_root))
+
+
+def diff_entries(before: dict[str, Entry], after: dict[str, Entry]) -> list[FsChange]:
+    changed = sorted(
+        rel for rel in before.keys() | after.keys() if _differs(before.get(rel), after.get(rel))
+    )
+    refused = {rel: reason for rel in changed if (reason := _refusal(rel, after.get(rel)))}
+    refused.update(escaping_links(before, after, refused))
     changes: list[FsChange] = []
-    for rel in sorted(before.keys() | after.keys()):
+    for rel in changed:
         old, new = before.get(rel), after.get(rel)
-        if old == new:
-            continue
         if new is None:
             assert old is not None
-            changes.append(FsChange(rel, "deleted", old.kind, old.mode, None, old.size))
+            changes.append(
+                FsChange(
+                    rel, "deleted", old.kind, old.mode, None, old.size, refused=refused.get(rel, "")
+                )  # fmt: skip
+            )
             continue
-        action: Action = "added" if old is None else "modified"
-        text, binary = "", False
-        if new.kind == "file":
-            old_bytes = read_file(before_root / rel) if old and old.kind == "file" else b""
-            text, binary = _text_diff(rel, old_bytes, read_file(after_root / rel))
-        elif new.kind == "symlink":
-            text = f"-> {new.target}"
+        mode = kept_mode(new.kind, new.mode) if new.kind in ("file", "dir") else new.mode
+        note = f"the run asked for mode {new.mode:04o}" if mode != new.mode else ""
         changes.append(
             FsChange(
                 rel,
-                action,
+                "added" if old is None else "modified",
                 new.kind,
                 old.mode if old else None,
-                new.mode,
+                mode,
                 new.size,
-                binary=binary,
-                diff=text,
-                refused=_refusal(after_root, rel, new),
+                refused=refused.get(rel, ""),
+                target=new.target,
+                note=note,
             )
         )
     return changes
 
 
-def _text_diff(rel: str, old: bytes, new: bytes) -> tuple[str, bool]:
-    if len(old) > DIFF_MAX_INPUT_BYTES or len(new) > DIFF_MAX_INPUT_BYTES:
-        return "(large file: no diff shown)", False
-    try:
-        old_text, new_text = old.decode("utf-8"), new.decode("utf-8")
-    except UnicodeDecodeError:
-        return "", True
-    if "\x00" in old_text or "\x00" in new_text:
-        return "", True
-    lines = difflib.unified_diff(
-        old_text.splitlines(keepends=True),
-        new_text.splitlines(keepends=True),
-        fromfile=f"a/{rel}",
-        tofile=f"b/{rel}",
-    )
-    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-    if len(text) > DIFF_MAX_OUTPUT_CHARS:
-        text = text[:DIFF_MAX_OUTPUT_CHARS] + "\n(diff cut short)\n"
-    return text, False
+def _differs(old: Entry | None, new: Entry | None) -> bool:
+    if old == new:
+        return False
+    if old is None or new is None or old.kind != new.kind or new.kind not in ("file", "dir"):
+        return True
+    # Only the mode moved, and Keep would mask it back to what it was: nothing to apply.
+    return old != Entry(new.kind, kept_mode(new.kind, new.mode), new.size, new.digest)
 
 
-def _refusal(root: Path, rel: str, entry: Entry) -> str:
+def _refusal(rel: str, entry: Entry | None) -> str:
+    if not _is_utf8(rel):
+        return "the name is not valid UTF-8"
+    if entry is None:
+        return ""
     if entry.kind == "other":
         return "special files (FIFOs, sockets, devices) are not kept"
-    if entry.kind == "symlink" and escapes(root, rel):
-        return "the link points outside the workspace"
+    if entry.kind == "symlink" and not _is_utf8(entry.target):
+        return "the link's target is not valid UTF-8"
     return ""
 
 
-def escapes(root: Path, rel: str) -> bool:
-    """Whether the symlink at `rel` resolves, link by link, to a place above `root`.
-
-    Absolute targets escape by definition. Resolution is done by hand inside `root`, because a
-    lexical check misses links such as `l -> .` combined with `s -> l/..`.
-    """
-    stack = rel.split("/")[:-1]
-    pending = os.readlink(root / rel).split("/")
-    if pending[0] == "":
-        return True
-    hops = 0
-    while pending:
-        part = pending.pop(0)
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if not stack:
-                return True
-            stack.pop()
-            continue
-        candidate = root.joinpath(*stack, part)
-        if candidate.is_symlink():
-            hops += 1
-            if hops > 40:  # a loop: the kernel gives ELOOP, so it reaches nothing
-                return False
-            link = os.readlink(candidate).split("/")
-            if link[0] == "":
-                return True
-            pending = link + pending
-            continue
-        stack.append(part)
-    return False
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from executor.kinds.errors import NothingPending, WorkspaceBusy, WorkspaceConflict
-from executor.kinds.fs import FsWorkspace, fs_forward
+from executor.kinds.fs import FsWorkspace, prepared
+from executor.kinds.sandbox import sandbox_host_uid
 from executor.spec import RunSpec
 
 
@@ -46,9 +47,13 @@ def workspace(place: Path) -> FsWorkspace:
 
 
 def forward(backend, limits, workspace: FsWorkspace, code: str, run_id: str = "r1"):
-    return fs_forward(
-        backend, RunSpec(code=code), limits=limits, workspace=workspace, run_id=run_id
-    )
+    """The fs lifecycle as the web app drives it: prepare, run, finish."""
+    uid = sandbox_host_uid(backend)
+    spec = RunSpec(code=code)
+    with prepared(spec, limits=limits, workspace=workspace, run_id=run_id, uid=uid) as job:
+        result = backend.run(job.spec, limits=job.limits, mounts=job.mounts)
+        outcome = job.finish(result)
+    return result, outcome.pending
 
 
 def test_a_joke_written_then_undone_is_gone(backend, limits, workspace):

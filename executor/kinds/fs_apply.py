@@ -33,7 +33,7 @@ def apply_changes(
     `owner_uid` (and the same gid) owns every file, folder and link written; ignored unless
     this process runs as root (an unprivileged host can only write its own files anyway).
     """
-    owner = owner_uid if owner_uid is not None and os.geteuid() == 0 else None
+    owner = effective_owner(owner_uid)
     wanted = [c for c in changes if not c.refused]
     removals = [c for c in wanted if c.action == "deleted" or _kind_changed(workspace, c)]
     for change in sorted(removals, key=lambda c: c.path.count("/"), reverse=True):
@@ -51,6 +51,11 @@ def apply_changes(
                 _settle(fd, "dir", change.new_mode, owner)
             finally:
                 os.close(fd)
+
+
+def effective_owner(owner_uid: int | None) -> int | None:
+    """Whom Keep gives what it writes: `owner_uid` when we can (root), else leave it be."""
+    return owner_uid if owner_uid is not None and os.geteuid() == 0 else None
 
 
 def _settle(fd: int, kind: str, mode: int | None, owner: int | None) -> None:

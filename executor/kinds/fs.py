@@ -238,6 +238,7 @@ class FsOutcome:
     changes: list[FsChange]
     total: int
     message: str
+    cap: str = ""  # the cap the run's copy broke (so nothing was kept), "" otherwise
 
 
 @dataclass
@@ -269,7 +270,8 @@ def _settle(pending: PendingFs, result: RunResult | None) -> FsOutcome:
     except TreeTooLarge as exc:
         pending.undo()
         logger.info("fs change over a cap", extra={"run_id": pending.run_id, "cap": str(exc)})
-        return FsOutcome(None, [], 0, f"Nothing was kept: the run's workspace broke a cap ({exc}).")
+        message = f"Nothing was kept: the run's workspace broke a cap ({exc})."
+        return FsOutcome(None, [], 0, message, cap=str(exc))
     if not shown.total:
         pending.undo()
         return FsOutcome(None, [], 0, "The run changed no files.")

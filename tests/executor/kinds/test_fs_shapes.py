@@ -16,7 +16,7 @@ from executor import quota
 from executor.kinds import fs_listing, fs_walk
 from executor.kinds.errors import WorkspaceBusy
 from executor.kinds.fs import FsWorkspace
-from tests.executor.kinds.test_fs_trust import kept, run_fs
+from tests.executor.kinds.test_fs_keep import kept, run_fs
 
 
 @pytest.fixture
@@ -52,7 +52,8 @@ def test_a_tree_deeper_than_the_cap_is_refused_whole_and_the_workspace_stays_usa
     result, outcome = run_fs(backend, limits, workspace, deep(levels))
     assert result.ok, result.stderr
     assert (outcome.pending, outcome.changes) == (None, [])
-    assert "folders are nested more than 128 deep" in outcome.message
+    assert outcome.cap == "folders are nested more than 128 deep"
+    assert outcome.cap in outcome.message
     assert workspace.pending() is None
     assert files_in(workspace.root) == before
     assert sorted(os.listdir(workspace.state_dir)) == ["lock"]
@@ -107,7 +108,8 @@ def test_more_entries_than_the_cap_are_refused_whole(backend, limits, workspace)
     result, outcome = run_fs(backend, limits, workspace, many_files(20_010))
     assert result.ok, result.stderr
     assert outcome.pending is None
-    assert "it holds more than 20,000 files and folders" in outcome.message
+    assert outcome.cap == "it holds more than 20,000 files and folders"
+    assert outcome.cap in outcome.message
     assert files_in(workspace.root) == ["folder", "folder/inside.txt", "notes.txt"]
 
 

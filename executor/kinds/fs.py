@@ -208,9 +208,9 @@ class PendingFs:
             if now != base:
                 raise WorkspaceConflict("the workspace changed since the run began")
             changes = diff_entries(now, scan(self.tree))
+            shown = listing(changes, self.workspace.root, self.tree).changes  # diffs: before
             owner = meta.get("owner_uid") if owner_uid is None else owner_uid
             apply_changes(self.workspace.root, self.tree, changes, owner_uid=owner)
-            shown = listing(changes, self.workspace.root, self.tree).changes
             _discard(self.workspace.pending_dir)
         logger.info("fs change kept", extra={"run_id": self.run_id, "changes": len(changes)})
         return shown

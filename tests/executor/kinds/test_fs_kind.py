@@ -187,3 +187,10 @@ def test_keep_refuses_when_the_workspace_changed_meanwhile(backend, limits, work
     with pytest.raises(WorkspaceConflict):
         pending.keep()
     assert not (workspace.root / "a.txt").exists()
+
+
+def test_keep_returns_the_changes_it_applied_with_their_diffs(backend, limits, workspace):
+    _, pending = forward(backend, limits, workspace, "open('notes.txt','a').write('three\\n')")
+    kept = pending.keep()
+    assert [(c.path, c.action) for c in kept] == [("notes.txt", "modified")]
+    assert "+three" in kept[0].diff

@@ -91,6 +91,9 @@ class FsWorkspace:
                 if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                     raise TreeTooLarge("the workspace is larger than a run's quota") from exc
                 raise
+            except TreeTooLarge as exc:
+                _discard(self.pending_dir)
+                raise TreeTooLarge(f"the workspace is too large for a run: {exc}") from exc
             except BaseException:
                 _discard(self.pending_dir)
                 raise
@@ -251,7 +254,8 @@ class FsJob(Job):
     def finish(self, result: RunResult | None) -> FsOutcome:
         """Settle the run: discard its copy unless it succeeded and changed something
         within the caps; otherwise the outcome's PendingFs awaits keep() or undo()."""
-        assert self.pending is not None and not self.finished, "finish() once per job"
+        if self.pending is None or self.finished:
+            raise RuntimeError("finish() is called once per prepared job")
         pending, self.finished = self.pending, True
         try:
             return _settle(pending, result)

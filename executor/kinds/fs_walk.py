@@ -27,7 +27,7 @@ FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class TreeTooLarge(ExecutorError):
-    """A tree broke MAX_DEPTH or MAX_ENTRIES; the message names the cap."""
+    """A tree broke MAX_DEPTH or MAX_ENTRIES (or could not be read); the message says which."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,10 @@ def walk(
             rel = prefix + item.name
             yield Found(rel, fd, item.name, st, depth)
             if stat.S_ISDIR(st.st_mode):
-                sub = os.open(item.name, DIR_FLAGS, dir_fd=fd)
+                try:
+                    sub = os.open(item.name, DIR_FLAGS, dir_fd=fd)
+                except PermissionError:  # only without root: the run locked us out of it
+                    raise TreeTooLarge("a folder in it cannot be read") from None
                 try:
                     listing = os.scandir(sub)
                 except BaseException:
@@ -143,7 +146,11 @@ def remove_at(parent_fd: int, name: str) -> None:
 
 
 def _enter(parent_fd: int, name: str) -> int:
-    fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    try:
+        fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    except PermissionError:  # not root, and the run made its own folder unreadable
+        os.chmod(name, 0o700, dir_fd=parent_fd)  # a folder (lstat said so), nothing moving
+        fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
     with contextlib.suppress(PermissionError):
         os.fchmod(fd, 0o700)  # a read-only folder can still be emptied by its owner
     return fd

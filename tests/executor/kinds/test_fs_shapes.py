@@ -15,7 +15,7 @@ import pytest
 from executor import quota
 from executor.kinds import fs_listing, fs_walk
 from executor.kinds.errors import WorkspaceBusy
-from executor.kinds.fs import FsWorkspace
+from executor.kinds.fs import FsWorkspace, TreeTooLarge
 from tests.executor.kinds.test_fs_keep import kept, run_fs
 
 
@@ -179,3 +179,13 @@ def test_a_reservation_holds_the_workspace_without_a_copy_and_frees_it(workspace
     held.release()
     assert sorted(os.listdir(workspace.state_dir)) == ["lock"]
     workspace.begin("fs-2").undo()
+
+
+def test_a_workspace_past_the_caps_refuses_a_run_clearly_and_stays_free(workspace):
+    folder = workspace.root
+    for _ in range(130):
+        folder = folder / "d"
+        folder.mkdir()
+    with pytest.raises(TreeTooLarge, match="too large for a run: folders are nested more than 128"):
+        workspace.begin("r1")
+    assert sorted(os.listdir(workspace.state_dir)) == ["lock"]

@@ -1,162 +1,257 @@
-"""The `db` kind: the code's database work stays in a transaction until Keep or Undo.
+"""The `db` kind: the code's database work stays in a transaction the host holds until Keep/Undo.
 
-A sandboxed driver (db_driver.py) opens the connection, runs the code with a `db` object,
-reports "pending" on a control socket and waits for "commit"/"rollback" (rollback by itself
-after `timeout_s`). The sandbox lives until then, so its wall limit is the code's limit plus
-the pending timeout.
+    with db.prepared(spec, limits=limits, target=SqliteTarget(ws, "app.db"), ...) as job:
+        result = executor.run(job.spec, limits=job.limits, mounts=job.mounts)
+        outcome = job.finish(result)
+    outcome.pending.keep()   # or .undo(); nothing the program did can make this choice
 
-SQLite: the database file lives in the workspace, which the run sees through the fs kind's
-private copy; Keep commits and then applies the copy, Undo rolls back and discards it.
-PostgreSQL: the URL is a credential (an environment variable); the sandbox reaches the server
-only through a host-side relay on a unix socket (libpq's own socket-directory support, so no
-in-sandbox forwarder), which connects to the URL's host under the egress address policy and
-accepts exactly one connection: the driver's, made before the code runs.
+The connection lives on the host (executor/kinds/db_broker.py); the sandbox gets a control
+folder at /run/undoable with the broker's socket, the `db` client and the person's code. The
+credential (a PostgreSQL URL) never enters the sandbox: it is left out of the environment.
+
+SQLite: the host copies the workspace's database file into the workspace's private pending
+folder (never mounted into a sandbox), holds the transaction on that copy, and on Keep
+commits and installs the copy in place of the original (one file, mode 0644, the workspace
+owner's), all through no-follow, directory-relative operations. Undo rolls back and drops it.
+PostgreSQL: the host connects to the checked address of the URL's host (egress policy) and
+Keep commits, Undo rolls back. The sandbox's end is not the transaction's end: the run is over
+once the program exits, and the change waits for a decision without holding a sandbox.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
 import logging
-import os
-import queue
 import shutil
-import socket
 import tempfile
 import threading
-from dataclasses import dataclass
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from executor.kinds import netpolicy
-from executor.kinds.errors import TransactionError
-from executor.kinds.relay import UnixRelay
-from executor.kinds.sandbox import CONTROL_DIR, Mount
+from executor.kinds import db_engines
+from executor.kinds.db_broker import DbBroker, StatementLog
+from executor.kinds.db_files import copy_database_out, install_database
+from executor.kinds.errors import NothingPending, StatementFailed, TransactionError
+from executor.kinds.fs import FsWorkspace, Reservation
+from executor.kinds.job import Job
 from executor.limits import Limits
+from executor.policy.mounts import CONTROL_DIR, Mount
+from executor.result import RunResult
 from executor.spec import RunSpec, validate_relative_path
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 600.0
-_DRIVER = Path(__file__).with_name("db_driver.py")
+DEFAULT_MAX_DB_BYTES = 256 * 1024 * 1024
+_CLIENT = Path(__file__).with_name("db_client.py")
+# The sandbox's program: the `db` client module from the control folder, then the code.
+_RUNNER = (
+    "import sys\n"
+    f"sys.path.insert(0, {CONTROL_DIR!r})\n"
+    "import undoable_db\n"
+    "del sys.path[0]\n"
+    f"undoable_db.run_program({CONTROL_DIR + '/user.py'!r})\n"
+)
 
 
 @dataclass(frozen=True)
-class DbTarget:
-    """Where the code's `db` points: a SQLite file in the workspace, or a PostgreSQL URL."""
+class SqliteTarget:
+    """A SQLite file at `path` (relative) in `workspace`; a missing file starts empty."""
 
-    sqlite_path: str = ""  # relative to the workspace, e.g. "app.db"
-    postgres_url_env: str = ""  # the environment variable (credential) holding the URL
+    workspace: FsWorkspace
+    path: str
 
     def __post_init__(self) -> None:
-        if bool(self.sqlite_path) == bool(self.postgres_url_env):
-            raise TransactionError("give exactly one of sqlite_path and postgres_url_env")
-        if self.sqlite_path:
-            validate_relative_path(self.sqlite_path)
+        validate_relative_path(self.path)
 
 
-class DbControl:
-    """The host end of one db run: control folder, control socket and (PostgreSQL) relay.
+@dataclass(frozen=True)
+class PostgresTarget:
+    """A PostgreSQL database; `url` is the credential's value and stays on the host."""
 
-    `folder` is bind-mounted read-only at /run/undoable. Events from the driver arrive on
-    `events` ({"event": "pending" | "committed" | "rolled_back", ...}).
-    """
+    url: str = field(repr=False)
 
-    def __init__(self, base: Path, *, allow_private: bool) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="db-", dir=base))
-        self.folder.chmod(0o755)  # readable by the sandbox's unprivileged host uid
-        self.allow_private = allow_private
-        self.events: queue.Queue[dict] = queue.Queue()
-        self._relay: UnixRelay | None = None
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(str(self.folder / "control.sock"))
-        os.chmod(self.folder / "control.sock", 0o666)  # noqa: S103 - the sandbox's unprivileged uid must connect
-        self._server.listen(1)
-        self._conn: socket.socket | None = None
-        self._connected = threading.Event()
-        self._closed = threading.Event()
-        threading.Thread(target=self._serve, name="undoable-db-control", daemon=True).start()
 
-    def prepare(
-        self, spec: RunSpec, limits: Limits, target: DbTarget, *, timeout_s: float
-    ) -> tuple[RunSpec, Limits, list[Mount]]:
-        """The driver spec, the limits stretched by the pending timeout, the control mount."""
-        engine = "sqlite" if target.sqlite_path else "postgres"
-        config = {
-            "engine": engine,
-            "sqlite_path": f"/workspace/{target.sqlite_path}" if target.sqlite_path else "",
-            "url_env": target.postgres_url_env,
-            "timeout_s": timeout_s,
-        }
-        (self.folder / "db.json").write_text(json.dumps(config))
-        (self.folder / "user.py").write_text(spec.code)
-        if engine == "postgres":
-            self._start_relay(spec.env.get(target.postgres_url_env, ""))
-        driver = dataclasses.replace(spec, code=_DRIVER.read_text(), language="python")
-        # The sandbox waits for a decision; its hard wall limit must outlast the timeout.
-        wall = limits.wall_time_s + timeout_s + 5
-        return (
-            driver,
-            dataclasses.replace(limits, wall_time_s=wall),
-            [Mount(self.folder, CONTROL_DIR)],
-        )
+Target = SqliteTarget | PostgresTarget
 
-    def _start_relay(self, url: str) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("postgres", "postgresql") or not parts.hostname:
-            raise TransactionError("the database credential is not a postgresql:// URL with a host")
-        host, port = parts.hostname, parts.port or 5432
-        # Fail before the run if the address policy refuses the database's host.
-        netpolicy.resolve(host, port, allow_private=self.allow_private)
-        (self.folder / "pg").mkdir(mode=0o755)
-        self._relay = UnixRelay(
-            self.folder / "pg" / ".s.PGSQL.5432",
-            lambda: netpolicy.connect(host, port, allow_private=self.allow_private),
-        )
 
-    def _serve(self) -> None:
-        try:
-            conn, _ = self._server.accept()
-        except OSError:
-            return
-        self._conn = conn
-        self._connected.set()
-        for line in conn.makefile("r", encoding="utf-8"):
+class PendingDb:
+    """A transaction the run left open on the host, until keep() or undo()."""
+
+    def __init__(
+        self,
+        session: db_engines.DbSession,
+        target: Target,
+        reservation: Reservation | None,
+        copy: Path | None,
+        owner_uid: int | None,
+    ) -> None:
+        self._session = session
+        self._target = target
+        self._reservation = reservation
+        self._copy = copy
+        self._owner_uid = owner_uid
+        self._lock = threading.Lock()
+        self._open = True
+
+    @property
+    def open(self) -> bool:
+        return self._open
+
+    def keep(self) -> None:
+        """Commit; for SQLite, install the committed copy in the workspace."""
+        with self._lock:
+            self._check_open()
             try:
-                self.events.put(dict(json.loads(line)))
-            except ValueError:
-                logger.info("db driver sent a malformed event")
-        self.events.put({"event": "closed"})
-        self._closed.set()
+                self._session.commit()
+                self._session.close()
+                if isinstance(self._target, SqliteTarget) and self._copy is not None:
+                    install_database(
+                        self._target.workspace.root,
+                        self._target.path,
+                        self._copy,
+                        owner_uid=self._owner_uid,
+                    )
+            except (StatementFailed, OSError) as exc:
+                raise TransactionError(f"Keep failed: {exc}") from exc
+            finally:
+                self._end()
+        logger.info("db change kept", extra={"engine": self._session.engine})
 
-    def decide(self, *, commit: bool) -> None:
-        """Tell the waiting driver to commit (Keep) or roll back (Undo)."""
-        if not self._connected.is_set() or self._conn is None:
-            raise TransactionError("the database driver is not connected")
-        try:
-            self._conn.sendall(b"commit\n" if commit else b"rollback\n")
-        except OSError as exc:
-            raise TransactionError(f"the database driver is gone: {exc}") from exc
+    def undo(self) -> None:
+        """Roll back; the database is as it was before the run."""
+        with self._lock:
+            self._check_open()
+            self._end()
+        logger.info("db change undone", extra={"engine": self._session.engine})
 
-    @property
-    def closed(self) -> bool:
-        """The driver hung up (it ended, or its sandbox did)."""
-        return self._closed.is_set()
+    def _check_open(self) -> None:
+        if not self._open:
+            raise NothingPending("this transaction is not waiting for a decision any more")
 
-    @property
-    def connected(self) -> bool:
-        return self._connected.is_set()
+    def _end(self) -> None:
+        self._open = False
+        with contextlib.suppress(Exception):
+            self._session.close()  # rolls back whatever is still open
+        if self._reservation is not None:
+            self._reservation.release()
 
-    def wait_event(self, timeout_s: float | None) -> dict | None:
-        try:
-            return self.events.get(timeout=timeout_s)
-        except queue.Empty:
-            return None
 
-    def close(self) -> None:
-        for sock in (self._server, self._conn):
-            if sock is not None:
-                sock.close()
-        if self._relay is not None:
-            self._relay.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
+@dataclass
+class DbOutcome:
+    pending: PendingDb | None  # None: already rolled back (the run did not succeed)
+    log: StatementLog
+    message: str
+
+
+class DbJob(Job):
+    def __init__(
+        self,
+        spec: RunSpec,
+        limits: Limits,
+        mounts: tuple[Mount, ...],
+        broker: DbBroker,
+        pending: PendingDb,
+        deadline: _Deadline,
+    ) -> None:
+        super().__init__(spec, limits, mounts)
+        self._broker = broker
+        self._deadline = deadline
+        self._pending = pending
+        self.finished = False
+
+    def finish(self, result: RunResult | None) -> DbOutcome:
+        """The sandbox ended: stop serving it; a successful run leaves its transaction open."""
+        self.finished = True
+        self._broker.stop()
+        self._deadline.lift()
+        if result is None or not result.ok:
+            self._pending.undo()
+            message = "The run did not succeed; the transaction was rolled back."
+            return DbOutcome(None, self._broker.log, message)
+        return DbOutcome(self._pending, self._broker.log, "")
+
+
+@contextlib.contextmanager
+def prepared(
+    spec: RunSpec,
+    *,
+    limits: Limits,
+    target: Target,
+    control_base: Path,
+    run_id: str,
+    allow_private: bool = False,
+    owner_uid: int | None = None,
+    max_db_bytes: int = DEFAULT_MAX_DB_BYTES,
+    hide_env: tuple[str, ...] = (),
+) -> Iterator[DbJob]:
+    """Open the host's transaction and the broker; yield the sandbox's job.
+
+    `hide_env` names environment variables the program must not get (the database
+    credential). Leaving the block without `job.finish()` rolls back and frees everything.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="db-", dir=control_base))
+    reservation: Reservation | None = None
+    session: db_engines.DbSession | None = None
+    broker: DbBroker | None = None
+    job: DbJob | None = None
+    deadline = _Deadline(limits.wall_time_s)
+    try:
+        folder.chmod(0o755)  # readable by the sandbox's unprivileged host uid
+        copy: Path | None = None
+        if isinstance(target, SqliteTarget):
+            # Room for the copy and its rollback journal, which can grow as large.
+            reservation = target.workspace.reserve(run_id, quota_bytes=2 * max_db_bytes + (1 << 20))
+            copy = reservation.folder / "database.sqlite3"
+            copy_database_out(target.workspace.root, target.path, copy)
+            session = db_engines.open_sqlite(copy, max_bytes=max_db_bytes, deadline=deadline)
+        else:
+            session = db_engines.open_postgres(
+                target.url, allow_private=allow_private, statement_timeout_s=limits.wall_time_s
+            )
+        broker = DbBroker(folder / "db.sock", session)
+        (folder / "undoable_db.py").write_text(_CLIENT.read_text())
+        (folder / "user.py").write_text(spec.code)
+        env = {k: v for k, v in spec.env.items() if k not in hide_env}
+        runner = dataclasses.replace(spec, code=_RUNNER, language="python", env=env)
+        pending = PendingDb(session, target, reservation, copy, owner_uid)
+        job = DbJob(runner, limits, (Mount(folder, CONTROL_DIR),), broker, pending, deadline)
+        yield job
+    finally:
+        if job is None or not job.finished:
+            if broker is not None:
+                broker.stop()
+            if session is not None:
+                with contextlib.suppress(Exception):
+                    session.close()
+            if reservation is not None:
+                reservation.release()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class _Deadline:
+    """When statements of the run must stop (monotonic); lifted once the run is over, so the
+    host's own COMMIT is never interrupted."""
+
+    def __init__(self, wall_time_s: float) -> None:
+        self.end = time.monotonic() + wall_time_s
+
+    def __call__(self) -> float:
+        return self.end
+
+    def lift(self) -> None:
+        self.end = float("inf")
+
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "DbJob",
+    "DbOutcome",
+    "PendingDb",
+    "PostgresTarget",
+    "SqliteTarget",
+    "prepared",
+]

@@ -1,4 +1,4 @@
-"""The db kind on a real PostgreSQL server, reached only through the host-side relay."""
+"""The db kind on a real PostgreSQL server: the host holds the connection, the sandbox asks."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from postgres_server import PostgresServer
+from db_runs import run_db
+from postgres_server import PASSWORD, PostgresServer
 
-from executor.kinds.db import DbTarget
-from executor.kinds.db_run import DbRun
-from executor.kinds.netpolicy import EgressRefused
-from executor.spec import RunSpec
+from executor.errors import ExecutorError
+from executor.kinds import db_engines
+from executor.kinds.db import PostgresTarget
 
 pytestmark = pytest.mark.postgres
 
@@ -32,16 +32,16 @@ def url(server: PostgresServer) -> Iterator[str]:
     yield server.url
 
 
-def start(backend, limits, place, url, code, *, allow_private=True, timeout_s=60.0):
-    return DbRun(
+def start(backend, limits, place, url, code, *, allow_private=True, hide_env=("DATABASE_URL",)):
+    return run_db(
         backend,
-        RunSpec(code=code, env={"DATABASE_URL": url}),
-        limits=limits,
-        target=DbTarget(postgres_url_env="DATABASE_URL"),
-        control_base=place,
-        run_id="pg1",
+        limits,
+        place,
+        PostgresTarget(url=url),
+        code,
+        env={"DATABASE_URL": url},
+        hide_env=hide_env,
         allow_private=allow_private,
-        timeout_s=timeout_s,
     )
 
 
@@ -51,10 +51,11 @@ def fetch(url: str, sql: str) -> list[tuple]:
 
 
 def test_a_created_table_is_gone_after_undo(backend, limits, place, url):
-    run = start(backend, limits, place, url, "db.execute('CREATE TABLE users (name TEXT)')")
-    assert run.wait_pending()["event"] == "pending"
-    run.undo()
-    assert run.outcome == "rolled_back:undo"
+    result, outcome = start(
+        backend, limits, place, url, "db.execute('CREATE TABLE users (name TEXT)')"
+    )
+    assert result.ok, result.stderr
+    outcome.pending.undo()
     assert fetch(url, "SELECT to_regclass('users')::text") == [(None,)]
 
 
@@ -62,44 +63,93 @@ def test_three_inserted_users_are_there_after_keep(backend, limits, place, url):
     code = (
         "db.execute('CREATE TABLE users (name TEXT)')\n"
         "db.execute(\"INSERT INTO users VALUES ('a'), ('b'), ('c')\")\n"
+        "db.execute('INSERT INTO users VALUES (%s)', ['d'])\n"
     )
-    run = start(backend, limits, place, url, code)
-    assert run.wait_pending()["event"] == "pending"
-    result = run.keep()
-    assert "3 row(s) affected" in result.stdout
-    assert fetch(url, "SELECT count(*) FROM users") == [(3,)]
+    result, outcome = start(backend, limits, place, url, code)
+    assert "3 row(s) affected" in result.stdout, result.stdout + result.stderr
+    assert fetch(url, "SELECT to_regclass('users')::text") == [(None,)]
+    outcome.pending.keep()
+    assert fetch(url, "SELECT count(*) FROM users") == [(4,)]
 
 
 def test_added_balances_are_unchanged_after_undo(backend, limits, place, url):
-    run = start(
-        backend, limits, place, url, "db.execute('UPDATE accounts SET balance = balance + 500')"
-    )
-    assert run.wait_pending()["event"] == "pending"
-    run.undo()
+    code = "db.execute('UPDATE accounts SET balance = balance + 500')"
+    _, outcome = start(backend, limits, place, url, code)
+    outcome.pending.undo()
     assert fetch(url, "SELECT name, balance FROM accounts ORDER BY name") == [
         ("ana", 10),
         ("bo", 20),
     ]
 
 
-def test_the_code_cannot_see_the_url_or_open_a_second_connection(backend, limits, place, url):
-    code = (
-        "import os, psycopg2\n"
-        "print('DATABASE_URL' in os.environ)\n"
-        "try:\n"
-        "    psycopg2.connect(host='/run/undoable/pg', port=5432, user='postgres',\n"
-        "                     password='kinds-test-pw', dbname='postgres', connect_timeout=5)\n"
-        "except psycopg2.OperationalError:\n"
-        "    print('second connection refused')\n"
-    )
-    run = start(backend, limits, place, url, code)
-    assert run.wait_pending()["event"] == "pending"
-    result = run.undo()
-    assert result.stdout.splitlines()[:2] == ["False", "second connection refused"]
-
-
 def test_a_database_on_the_hosts_loopback_is_refused_without_the_setting(
     backend, limits, place, url
 ):
-    with pytest.raises(EgressRefused, match="internal address"):
+    with pytest.raises(ExecutorError, match="internal address"):
         start(backend, limits, place, url, "db.execute('SELECT 1')", allow_private=False)
+
+
+# Finding 2: a dollar-quoted string hid a COMMIT from the old hand-written splitter.
+DOLLAR_COMMIT = (
+    "try:\n"
+    "    db.execute(\"SELECT $$'$$; UPDATE accounts SET balance = 0; COMMIT; SELECT $$'$$\")\n"
+    "except db.Error as exc:\n"
+    "    print('refused:', exc)\n"
+)
+
+
+def dollar_quote_breaches(backend, limits, place, url) -> list[str]:
+    result, outcome = start(backend, limits, place, url, DOLLAR_COMMIT)
+    if outcome.pending is not None:
+        outcome.pending.undo()
+    balances = fetch(url, "SELECT balance FROM accounts ORDER BY name")
+    return [] if balances == [(10,), (20,)] else [f"committed behind Undo: {balances}"]
+
+
+def test_deny_a_dollar_quoted_commit_is_refused(backend, limits, place, url):
+    assert dollar_quote_breaches(backend, limits, place, url) == []
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_parser_a_dollar_quoted_commit_commits(
+    backend, limits, place, url, monkeypatch
+):
+    monkeypatch.setattr(db_engines, "check_postgres", lambda sql: False)
+    assert dollar_quote_breaches(backend, limits, place, url) != []
+
+
+# Finding 2 too: the connection and its password were one attribute away (db._conn).
+HUNT_CREDENTIAL = """
+import gc, os
+found = [os.environ.get('DATABASE_URL', '')]
+for name in os.listdir('/run/undoable'):
+    try:
+        found.append(open('/run/undoable/' + name, errors='replace').read())
+    except OSError:
+        pass
+found += [repr(vars(o)) for o in gc.get_objects() if hasattr(o, '__dict__')][:5000]
+print(' '.join(found)[::-1])
+try:
+    db._conn.commit()
+except AttributeError:
+    print('no connection here')
+"""
+
+
+def credential_breaches(backend, limits, place, url, hide_env=("DATABASE_URL",)) -> list[str]:
+    result, outcome = start(backend, limits, place, url, HUNT_CREDENTIAL, hide_env=hide_env)
+    if outcome.pending is not None:
+        outcome.pending.undo()
+    seen = result.stdout + result.stderr
+    return [
+        where for where, text in (("plain", PASSWORD), ("reversed", PASSWORD[::-1])) if text in seen
+    ]
+
+
+def test_deny_the_code_cannot_find_the_credential(backend, limits, place, url):
+    assert credential_breaches(backend, limits, place, url) == []
+
+
+@pytest.mark.sabotage
+def test_sabotage_a_credential_left_in_the_environment_is_found(backend, limits, place, url):
+    assert credential_breaches(backend, limits, place, url, hide_env=()) != []

@@ -24,14 +24,14 @@ import shutil
 import socket
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
-from executor.backends.base import Backend, OutputCallback
-from executor.cancel import CancelToken
 from executor.kinds import netpolicy
+from executor.kinds.job import Job
 from executor.kinds.relay import pump
-from executor.kinds.sandbox import CONTROL_DIR, Mount, run_with_mounts
 from executor.limits import Limits
+from executor.policy.mounts import CONTROL_DIR, Mount
 from executor.result import RunResult
 from executor.spec import RunSpec
 
@@ -198,27 +198,31 @@ def with_forward_output(spec: RunSpec, output: str) -> RunSpec:
     return dataclasses.replace(spec, files=files, env=env)
 
 
-def rest_forward(
-    backend: Backend,
-    spec: RunSpec,
-    *,
-    limits: Limits,
-    control_base: Path,
-    allow_private: bool = False,
-    on_output: OutputCallback | None = None,
-    cancel: CancelToken | None = None,
-) -> tuple[RunResult, list[str]]:
-    """Run a rest-kind program; returns its result and the destinations the proxy refused."""
+class RestJob(Job):
+    def __init__(
+        self, spec: RunSpec, limits: Limits, mounts: tuple[Mount, ...], proxy: EgressProxy
+    ):
+        super().__init__(spec, limits, mounts)
+        self._proxy = proxy
+
+    def finish(self, result: RunResult | None) -> list[str]:
+        """Close the proxy; the destinations it refused ("host:port why"), for the report."""
+        self._proxy.close()
+        return list(self._proxy.refused)
+
+
+@contextlib.contextmanager
+def prepared(
+    spec: RunSpec, *, limits: Limits, control_base: Path, allow_private: bool = False
+) -> Iterator[RestJob]:
+    """A rest-kind run: the program behind the forwarder, the proxy serving a fresh folder."""
     folder = Path(tempfile.mkdtemp(prefix="rest-", dir=control_base))
-    folder.chmod(0o755)
+    proxy: EgressProxy | None = None
     try:
+        folder.chmod(0o755)
         wrapped, mounts, proxy = rest_prepare(spec, folder, allow_private=allow_private)
-        try:
-            result = run_with_mounts(
-                backend, wrapped, limits=limits, mounts=mounts, on_output=on_output, cancel=cancel
-            )
-        finally:
-            proxy.close()
-        return result, list(proxy.refused)
+        yield RestJob(wrapped, limits, tuple(mounts), proxy)
     finally:
+        if proxy is not None:
+            proxy.close()
         shutil.rmtree(folder, ignore_errors=True)

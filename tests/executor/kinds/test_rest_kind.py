@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from executor.kinds.egress import rest_forward, with_forward_output
+from executor.kinds import egress
+from executor.kinds.egress import with_forward_output
 from executor.spec import RunSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fakes"))
@@ -24,11 +25,18 @@ def slack() -> Iterator[FakeSlackServer]:
         yield server
 
 
+def run_spec(backend, limits, place, spec, *, allow_private=True):
+    """The same lifecycle the web app uses: prepared, run in a real sandbox, finished."""
+    with egress.prepared(
+        spec, limits=limits, control_base=place, allow_private=allow_private
+    ) as job:
+        result = backend.run(job.spec, limits=job.limits, mounts=job.mounts)
+        return result, job.finish(result)
+
+
 def run(backend, limits, place, code, hosts, *, allow_private=True, env=None):
     spec = RunSpec(code=code, allowed_hosts=tuple(hosts), env=env or {})
-    return rest_forward(
-        backend, spec, limits=limits, control_base=place, allow_private=allow_private
-    )
+    return run_spec(backend, limits, place, spec, allow_private=allow_private)
 
 
 POST = """
@@ -62,7 +70,7 @@ def test_the_reverse_deletes_the_posted_message_using_the_forward_output(
     spec = with_forward_output(
         RunSpec(code=DELETE, env=env, allowed_hosts=tuple(hosts)), forward.stdout
     )
-    reverse, _ = rest_forward(backend, spec, limits=limits, control_base=place, allow_private=True)
+    reverse, _ = run_spec(backend, limits, place, spec)
     assert reverse.stdout == "True\n", reverse.stderr
     assert slack.wait_for_deleted(posted["ts"], timeout_s=5)["text"] == "a joke for Ana"
     assert slack.messages() == []

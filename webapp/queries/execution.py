@@ -5,11 +5,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import importlib
-import importlib.util
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
 import redis
@@ -18,7 +16,6 @@ from django.utils import timezone
 
 import executor
 from executor import CancelToken, ExecutorError, Limits, RunResult, RunSpec
-from executor.policy.mounts import Mount
 from webapp.credentials.handoff import credentials_take
 from webapp.credentials.masking import mask_text
 from webapp.executor_glue import ensure_executor
@@ -32,33 +29,18 @@ from webapp.reliability.workers import current_worker
 
 logger = logging.getLogger(__name__)
 
-Finalize = Callable[[RunResult | None], None]
 
+def run_job(run: Run, *, env: dict[str, str]) -> contextlib.AbstractContextManager[Any]:
+    """The run's job: `.spec`, `.limits`, `.mounts` to start, `.finish(result)` after.
 
-@dataclass
-class PreparedRun:
-    spec: RunSpec
-    limits: Limits
-    finalize: Finalize | None = None
-    mounts: Sequence[Mount] = ()
-
-
-def run_spec_for(run: Run, *, env: dict[str, str]) -> PreparedRun:
-    """The RunSpec and limits for a run.
-
-    Kinds other than python get their extra executor options from
-    `webapp.workspaces.runs.prepare_run(run, spec, limits) -> (spec, limits, finalize, mounts)`
-    when that module exists; `finalize(result or None)` is called after the run, whatever
-    happened, and `mounts` go to executor.run.
+    Kinds other than python get theirs from `webapp.workspaces.runs.kind_job` (the executor's
+    fs, db and rest lifecycles); it is looked up by name so this app does not import that one.
     """
     spec = RunSpec(code=run.code, language=run.language, env=env)
     caps = executor.caps()
     limits = caps.narrowed(max_output_bytes=min(caps.max_output_bytes, run.output_cap_bytes))
-    if run.query.kind != "python" and importlib.util.find_spec("webapp.workspaces.runs"):
-        hook = importlib.import_module("webapp.workspaces.runs")
-        spec, limits, finalize, mounts = hook.prepare_run(run, spec, limits)
-        return PreparedRun(spec=spec, limits=limits, finalize=finalize, mounts=mounts)
-    return PreparedRun(spec=spec, limits=limits)
+    hook = importlib.import_module("webapp.workspaces.runs")
+    return hook.kind_job(run, spec, limits)  # type: ignore[no-any-return]
 
 
 def run_execute(*, run_id: int, cancel: CancelToken) -> None:
@@ -82,29 +64,27 @@ def run_execute(*, run_id: int, cancel: CancelToken) -> None:
             _finish(run, sink, RunStatus.FAILED, error=_missing_message(missing))
             return
         ensure_executor()
-        prepared = run_spec_for(run, env=credentials)
-        watcher = threading.Thread(
-            target=_watch,
-            args=(run_id, cancel, stop_watch),
-            name=f"run-{run_id}-watch",
-            daemon=True,
-        )
-        watcher.start()
-        result: RunResult | None = None
-        try:
-            result = executor.run(
-                prepared.spec,
-                limits=prepared.limits,
-                on_output=lambda chunk: sink.feed(chunk.stream, chunk.text),
-                cancel=cancel,
-                mounts=prepared.mounts,
+        with run_job(run, env=credentials) as job:
+            watcher = threading.Thread(
+                target=_watch,
+                args=(run_id, cancel, stop_watch),
+                name=f"run-{run_id}-watch",
+                daemon=True,
             )
-        finally:
-            stop_watch.set()
-            if prepared.finalize is not None:
-                prepared.finalize(result)
+            watcher.start()
+            try:
+                result = executor.run(
+                    job.spec,
+                    limits=job.limits,
+                    on_output=lambda chunk: sink.feed(chunk.stream, chunk.text),
+                    cancel=cancel,
+                    mounts=job.mounts,
+                )
+            finally:
+                stop_watch.set()
+            job.finish(result)
         sink.close()
-        _finish_with_result(run, sink, result, cancelled=cancel.cancelled, limits=prepared.limits)
+        _finish_with_result(run, sink, result, cancelled=cancel.cancelled, limits=job.limits)
     except ExecutorError as exc:
         sink.close()
         _finish(run, sink, RunStatus.FAILED, error=mask_text(str(exc), secrets))

@@ -1,172 +1,168 @@
-"""The db kind on the worker: hold the sandbox's transaction until Keep, Undo or the deadline.
+"""The db kind on the worker: the host holds the run's transaction until Keep, Undo or timeout.
 
-A relay thread per run waits for the driver's "pending", records the deadline, then waits for
-the person's choice and hands it to the driver. The choice is written to the PendingChange row
-by the Keep/Undo services (any process); in the embedded runner a threading.Event wakes the
-relay at once, across processes it notices the row within POLL_S.
+The sandbox only sends statements to the host's broker (executor/kinds/db.py); once the code
+has run, the run is over and its worker slot free. A holder thread keeps the transaction open
+in this process and waits for the person's choice, which the Keep/Undo services write to the
+PendingChange row (decisions.py wakes it at once in this process; from any other, it notices
+the row within POLL_S). Nobody choosing within DB_PENDING_TIMEOUT_S rolls it back.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Iterator
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
 from executor import Limits, RunResult, RunSpec
-from executor.kinds.db import DEFAULT_TIMEOUT_S, DbControl, DbTarget
-from executor.kinds.fs import FsWorkspace, PendingFs
-from executor.kinds.sandbox import Mount, sandbox_host_uid
+from executor.errors import ExecutorError
+from executor.kinds import db as db_kind
+from executor.kinds.db_broker import StatementLog
+from executor.kinds.sandbox import sandbox_host_uid
 from webapp.executor_glue import ensure_executor
 from webapp.queries.models import Run
-from webapp.workspaces.models import ChangeStatus, PendingChange
-from webapp.workspaces.services import workspace_for_query
+from webapp.workspaces import decisions
+from webapp.workspaces.jobs import KindJob, allow_private
+from webapp.workspaces.models import ChangeStatus, PendingChange, control_base
+from webapp.workspaces.services import change_set, workspace_for_query, workspace_fs
 
 logger = logging.getLogger(__name__)
 POLL_S = 0.5
-Finalize = Callable[[RunResult | None], None]
-
-_wakeups: dict[int, threading.Event] = {}
-_wakeups_lock = threading.Lock()
-
-
-def decision_made(change_id: int) -> None:
-    """Wake this process's relay for `change_id`, if it lives here."""
-    with _wakeups_lock:
-        event = _wakeups.get(change_id)
-    if event is not None:
-        event.set()
 
 
 def pending_timeout_s() -> float:
-    return float(getattr(settings, "DB_PENDING_TIMEOUT_S", DEFAULT_TIMEOUT_S))
+    return float(getattr(settings, "DB_PENDING_TIMEOUT_S", db_kind.DEFAULT_TIMEOUT_S))
 
 
-def prepare_db(
-    run: Run, spec: RunSpec, limits: Limits
-) -> tuple[RunSpec, Limits, Finalize, Sequence[Mount]]:
-    from webapp.workspaces.runs import control_base
-
+@contextlib.contextmanager
+def db_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
     workspace = workspace_for_query(run.query)
     url_env = workspace.postgres_url_credential
-    if spec.env.get(url_env):
-        target = DbTarget(postgres_url_env=url_env)
+    url = spec.env.get(url_env, "")
+    target: db_kind.Target
+    if url:
+        target = db_kind.PostgresTarget(url=url)
     else:
-        target = DbTarget(sqlite_path=workspace.sqlite_path)
-    allow_private = bool(getattr(settings, "EXECUTOR_EGRESS_ALLOW_PRIVATE", False))
-    control = DbControl(control_base(), allow_private=allow_private)
-    backend = ensure_executor()
-    fs: PendingFs | None = None
-    try:
-        timeout_s = pending_timeout_s()
-        driver, run_limits, mounts = control.prepare(spec, limits, target, timeout_s=timeout_s)
-        if target.sqlite_path:
-            folder = FsWorkspace(workspace.root, workspace.state_dir)
-            fs = folder.begin(str(run.pk), uid=sandbox_host_uid(backend))
-            mounts.append(Mount(fs.tree, "/workspace", writable=True))
-    except BaseException:
-        if fs is not None:
-            fs.undo()
-        control.close()
-        raise
-    engine = "sqlite" if target.sqlite_path else "postgres"
-    change = PendingChange.objects.create(run=run, kind="db", engine=engine)
-    wake = threading.Event()
-    with _wakeups_lock:
-        _wakeups[change.pk] = wake
-    outcome: dict[str, str] = {}
-    relay = threading.Thread(
-        target=_relay,
-        args=(change.pk, control, wake, timeout_s, run_limits.wall_time_s, outcome),
-        name=f"run-{run.pk}-db",
-        daemon=True,
-    )
-    relay.start()
+        target = db_kind.SqliteTarget(workspace=workspace_fs(workspace), path=workspace.sqlite_path)
+    with db_kind.prepared(
+        spec,
+        limits=limits,
+        target=target,
+        control_base=control_base(),
+        run_id=str(run.pk),
+        allow_private=allow_private(),
+        owner_uid=sandbox_host_uid(ensure_executor()),
+        max_db_bytes=limits.workdir_quota_mib * 1024 * 1024,
+        hide_env=(url_env,),
+    ) as job:
+        engine = "postgres" if url else "sqlite"
+        change = PendingChange.objects.create(run=run, kind="db", engine=engine)
 
-    def finalize(result: RunResult | None) -> None:
-        if result is None:
-            # No sandbox ran (the backend refused or failed): stop the relay waiting for it.
-            control.events.put({"event": "closed"})
-        relay.join(timeout=30)
-        with _wakeups_lock:
-            _wakeups.pop(change.pk, None)
-        control.close()
-        final = outcome.get("final", "")
-        ok = result is not None and result.ok
-        status, message = _final_status(final, ok)
-        if fs is not None:
-            if status == ChangeStatus.KEPT:
-                fs.keep()
-            else:
-                fs.undo()
-        PendingChange.objects.filter(pk=change.pk).update(
+        def settle(result: RunResult) -> None:
+            outcome = job.finish(result)
+            change.changes = statement_list(outcome.log)
+            if outcome.pending is None:
+                change_set(change, ChangeStatus.DISCARDED, outcome.message)
+                return
+            timeout_s = pending_timeout_s()
+            decisions.listen(change.pk)  # before PENDING shows: a Keep must find its holder
+            change.deadline = timezone.now() + timedelta(seconds=timeout_s)
+            change_set(change, ChangeStatus.PENDING, _listing_note(outcome.log))
+            holder = threading.Thread(
+                target=hold_transaction,
+                args=(change.pk, outcome.pending, timeout_s),
+                name=f"change-{change.pk}-db",
+                daemon=True,
+            )
+            holder.start()
+
+        kind_run = KindJob(job.spec, job.limits, job.mounts, settle)
+        try:
+            yield kind_run
+        finally:
+            if not kind_run.finished:
+                change_set(
+                    change,
+                    ChangeStatus.DISCARDED,
+                    "The run did not start; the transaction was rolled back.",
+                )
+
+
+def statement_list(log: StatementLog) -> list[dict]:
+    """The statements as change-list entries (the panel shows `path` and `diff`)."""
+    return [
+        {
+            "path": entry["sql"],
+            "action": "statement",
+            "kind": "sql",
+            "diff": "",
+            "summary": entry["outcome"],
+            "refused": entry["outcome"] if entry["outcome"].startswith("refused") else "",
+        }
+        for entry in log.entries
+    ]
+
+
+def _listing_note(log: StatementLog) -> str:
+    more = log.total - len(log.entries)
+    return f"{more} more statement(s) not listed." if more > 0 else ""
+
+
+def hold_transaction(change_id: int, pending: db_kind.PendingDb, timeout_s: float) -> None:
+    """Wait for Keep or Undo (or the deadline) and apply it to the held transaction."""
+    wake = decisions.listen(change_id).wake
+    close_old_connections()
+    deadline = time.monotonic() + timeout_s
+    choice = "timeout"
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            wake.wait(min(POLL_S, left))
+            wake.clear()
+            try:
+                status = (
+                    PendingChange.objects.filter(pk=change_id)
+                    .values_list("status", flat=True)
+                    .first()
+                )
+            except DatabaseError:  # the database restarting: keep holding, ask again
+                close_old_connections()
+                continue
+            if status in (ChangeStatus.KEEP_REQUESTED, ChangeStatus.UNDO_REQUESTED, None):
+                choice = "keep" if status == ChangeStatus.KEEP_REQUESTED else "undo"
+                break
+        status, message = _apply(pending, choice)
+        PendingChange.objects.filter(pk=change_id).update(
             status=status, message=message, updated_at=timezone.now()
         )
+        logger.info(
+            "db change settled", extra={"change_id": change_id, "status": status, "choice": choice}
+        )
+    except Exception:
+        logger.exception("db change holder failed", extra={"change_id": change_id})
+        with contextlib.suppress(ExecutorError):
+            pending.undo()
+    finally:
+        decisions.forget(change_id)
+        connection.close()
 
-    # The sandbox waits for the decision; its wall limit already includes the timeout.
-    return driver, run_limits, finalize, mounts
 
-
-def _final_status(final: str, ok: bool) -> tuple[str, str]:
-    if final == "committed" and ok:
-        return ChangeStatus.KEPT, "Committed."
-    if final == "rolled_back:undo":
-        return ChangeStatus.UNDONE, "Rolled back."
-    if final == "rolled_back:timeout":
+def _apply(pending: db_kind.PendingDb, choice: str) -> tuple[str, str]:
+    try:
+        if choice == "keep":
+            pending.keep()
+            return ChangeStatus.KEPT, "Committed."
+        pending.undo()
+    except ExecutorError as exc:
+        return ChangeStatus.DISCARDED, f"{exc} The transaction was rolled back."
+    if choice == "timeout":
         return (
             ChangeStatus.ROLLED_BACK_TIMEOUT,
             "Nobody chose in time: rolled back automatically.",
         )
-    return ChangeStatus.DISCARDED, "The run did not succeed; the transaction was rolled back."
-
-
-def _relay(
-    change_id: int,
-    control: DbControl,
-    wake: threading.Event,
-    timeout_s: float,
-    wall_s: float,
-    outcome: dict[str, str],
-) -> None:
-    close_old_connections()
-    try:
-        first = control.wait_event(wall_s + 5)
-        if first is None or first.get("event") != "pending":
-            outcome["final"] = _outcome(first)
-            return
-        deadline = timezone.now() + timedelta(seconds=timeout_s)
-        PendingChange.objects.filter(pk=change_id, status=ChangeStatus.RUNNING).update(
-            status=ChangeStatus.PENDING, deadline=deadline, updated_at=timezone.now()
-        )
-        while timezone.now() < deadline + timedelta(seconds=5) and not control.closed:
-            wake.wait(POLL_S)
-            wake.clear()
-            status = PendingChange.objects.filter(pk=change_id).values_list("status", flat=True)
-            choice = status.first()
-            if choice in (ChangeStatus.KEEP_REQUESTED, ChangeStatus.UNDO_REQUESTED):
-                control.decide(commit=choice == ChangeStatus.KEEP_REQUESTED)
-                break
-        while (event := control.wait_event(timeout_s + 10)) is not None:
-            if event.get("event") in ("committed", "rolled_back"):
-                outcome["final"] = _outcome(event)
-                break
-            if event.get("event") == "closed":
-                break
-    except Exception:
-        logger.exception("db relay failed", extra={"change_id": change_id})
-    finally:
-        connection.close()
-
-
-def _outcome(event: dict | None) -> str:
-    if event is None:
-        return ""
-    if event.get("event") == "committed":
-        return "committed"
-    if event.get("event") == "rolled_back":
-        return f"rolled_back:{event.get('reason', '')}"
-    return ""
+    return ChangeStatus.UNDONE, "Rolled back."

@@ -27,6 +27,15 @@ def workspaces_root() -> Path:
     return root
 
 
+def control_base() -> Path:
+    """Per-run control folders; traversable (not listable) by the sandbox's host uid."""
+    base = workspaces_root() / "control"
+    base.mkdir(parents=True, exist_ok=True)
+    for folder in (workspaces_root(), base):
+        folder.chmod(0o711)
+    return base
+
+
 class Workspace(models.Model):
     query = models.OneToOneField(Query, on_delete=models.CASCADE, related_name="workspace")
     # Single-user installs may point a workspace at a server folder (WORKSPACE_SERVER_FOLDERS).

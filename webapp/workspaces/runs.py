@@ -1,56 +1,47 @@
-"""The run hook for the fs, db and rest kinds (called by webapp.queries.execution).
+"""Each query kind mapped to its executor lifecycle (executor/kinds), plus the rows it leaves.
 
-`prepare_run(run, spec, limits) -> (spec, limits, finalize, mounts)` runs on the worker thread
-just before `executor.run(spec, limits=limits, mounts=mounts)`; `finalize(result or None)` right
-after it, whatever happened. `mounts` are the run's bind mounts (the workspace copy, the
-control folder); only the bwrap backend can run with them, Docker refuses the run.
+Called by webapp.queries.execution on the worker, around the one sandbox run:
+
+    with kind_job(run, spec, limits) as job:
+        result = executor.run(job.spec, limits=job.limits, mounts=job.mounts, ...)
+        job.finish(result)
+
+The lifecycles are the executor's own (`fs.prepared`, `db.prepared`, `egress.prepared`), the
+same ones its tests drive; this module only picks one and records the PendingChange.
+Leaving the block without finish() (the backend refused or failed) discards what was prepared.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
-import shutil
-import tempfile
-from collections.abc import Callable, Sequence
-from pathlib import Path
-
-from django.conf import settings
-from django.utils import timezone
+from collections.abc import Iterator
 
 from executor import Limits, RunResult, RunSpec
-from executor.kinds.egress import rest_prepare, with_forward_output
-from executor.kinds.fs import FsWorkspace
-from executor.kinds.sandbox import Mount, sandbox_host_uid
+from executor.kinds import egress
+from executor.kinds import fs as fs_kind
+from executor.kinds.sandbox import sandbox_host_uid
 from webapp.executor_glue import ensure_executor
 from webapp.queries.models import Run, RunDirection, RunStatus
 from webapp.queries.selectors import run_output_text
-from webapp.workspaces.db_runs import prepare_db
-from webapp.workspaces.models import ChangeStatus, PendingChange, workspaces_root
-from webapp.workspaces.services import workspace_for_query
+from webapp.workspaces.db_runs import db_job
+from webapp.workspaces.jobs import KindJob, allow_private
+from webapp.workspaces.models import ChangeStatus, PendingChange, control_base
+from webapp.workspaces.services import change_set, workspace_for_query, workspace_fs
 
 logger = logging.getLogger(__name__)
-Finalize = Callable[[RunResult | None], None]
-Prepared = tuple[RunSpec, Limits, Finalize, Sequence[Mount]]
 
 
-def prepare_run(run: Run, spec: RunSpec, limits: Limits) -> Prepared:
+@contextlib.contextmanager
+def kind_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
     kind = run.query.kind
-    if kind == "rest":
-        return _prepare_rest(run, spec, limits)
-    if kind == "fs":
-        return _prepare_fs(run, spec, limits)
-    if kind == "db":
-        return prepare_db(run, spec, limits)
-    return spec, limits, lambda result: None, ()
-
-
-def control_base() -> Path:
-    """Per-run control folders; traversable (not listable) by the sandbox's host uid."""
-    base = workspaces_root() / "control"
-    base.mkdir(parents=True, exist_ok=True)
-    for folder in (workspaces_root(), base):
-        folder.chmod(0o711)
-    return base
+    chosen = {"rest": _rest_job, "fs": _fs_job, "db": db_job}.get(kind)
+    if chosen is None:
+        yield KindJob(spec, limits)
+        return
+    with chosen(run, spec, limits) as job:
+        yield job
 
 
 def forward_output(run: Run) -> str:
@@ -65,59 +56,56 @@ def forward_output(run: Run) -> str:
     return run_output_text(forward, max_chars=1_000_000) if forward else ""
 
 
-def _prepare_rest(run: Run, spec: RunSpec, limits: Limits) -> Prepared:
-    spec = RunSpec(
-        code=spec.code,
-        language=spec.language,
-        env=spec.env,
-        files=spec.files,
-        allowed_hosts=tuple(run.query.hosts),
-    )
+@contextlib.contextmanager
+def _rest_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
+    spec = dataclasses.replace(spec, allowed_hosts=tuple(run.query.hosts))
     if run.direction == RunDirection.REVERSE:
-        spec = with_forward_output(spec, forward_output(run))
-    folder = Path(tempfile.mkdtemp(prefix=f"rest-{run.pk}-", dir=control_base()))
-    folder.chmod(0o755)
-    allow_private = bool(getattr(settings, "EXECUTOR_EGRESS_ALLOW_PRIVATE", False))
-    wrapped, mounts, proxy = rest_prepare(spec, folder, allow_private=allow_private)
+        spec = egress.with_forward_output(spec, forward_output(run))
+    with egress.prepared(
+        spec, limits=limits, control_base=control_base(), allow_private=allow_private()
+    ) as job:
 
-    def finalize(result: RunResult | None) -> None:
-        proxy.close()
-        shutil.rmtree(folder, ignore_errors=True)
-        if proxy.refused:
-            logger.info("rest run had refused destinations", extra={"run_id": run.pk})
+        def settle(result: RunResult) -> None:
+            refused = job.finish(result)
+            if refused:
+                logger.info(
+                    "rest run had refused destinations",
+                    extra={"run_id": run.pk, "refused": refused[:20]},
+                )
 
-    return wrapped, limits, finalize, mounts
+        yield KindJob(job.spec, job.limits, job.mounts, settle)
 
 
-def _prepare_fs(run: Run, spec: RunSpec, limits: Limits) -> Prepared:
+@contextlib.contextmanager
+def _fs_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
     workspace = workspace_for_query(run.query)
-    fs = FsWorkspace(workspace.root, workspace.state_dir)
-    backend = ensure_executor()
-    pending = fs.begin(str(run.pk), uid=sandbox_host_uid(backend))  # WorkspaceBusy: run fails
-    try:
+    uid = sandbox_host_uid(ensure_executor())
+    # WorkspaceBusy here fails the run with its message ("in use by run N").
+    with fs_kind.prepared(
+        spec,
+        limits=limits,
+        workspace=workspace_fs(workspace),
+        run_id=str(run.pk),
+        uid=uid,
+        quota_bytes=limits.workdir_quota_mib * 1024 * 1024,
+    ) as job:
         change = PendingChange.objects.create(run=run, kind="fs")
-    except BaseException:
-        pending.undo()
-        raise
 
-    def finalize(result: RunResult | None) -> None:
-        if result is None or not result.ok:
-            pending.undo()
-            _set(change, ChangeStatus.DISCARDED, "The run did not succeed; nothing changed.")
-            return
-        changes = [c.as_dict() for c in pending.changes()]
-        if not changes:
-            pending.undo()
-            _set(change, ChangeStatus.KEPT, "The run changed no files.")
-            return
-        change.changes = changes
-        _set(change, ChangeStatus.PENDING, "")
+        def settle(result: RunResult) -> None:
+            outcome = job.finish(result)
+            change.changes = [c.as_dict() for c in outcome.changes]
+            if outcome.pending is not None:
+                change_set(change, ChangeStatus.PENDING, outcome.message)
+            elif result.ok and outcome.total == 0:
+                change_set(change, ChangeStatus.KEPT, outcome.message)
+            else:
+                change_set(change, ChangeStatus.DISCARDED, outcome.message)
 
-    return spec, limits, finalize, [Mount(pending.tree, "/workspace", writable=True)]
-
-
-def _set(change: PendingChange, status: str, message: str) -> None:
-    change.status = status
-    change.message = message
-    change.updated_at = timezone.now()
-    change.save()
+        kind_run = KindJob(job.spec, job.limits, job.mounts, settle)
+        try:
+            yield kind_run
+        finally:
+            if not kind_run.finished:
+                change_set(
+                    change, ChangeStatus.DISCARDED, "The run did not start; nothing changed."
+                )

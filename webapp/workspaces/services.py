@@ -16,13 +16,17 @@ from django.utils import timezone
 from executor.errors import InvalidSpec
 from executor.kinds.errors import NothingPending, WorkspaceBusy
 from executor.kinds.fs import FsWorkspace
+from executor.kinds.sandbox import sandbox_host_uid
 from executor.spec import validate_relative_path
 from webapp import llm
+from webapp.executor_glue import ensure_executor
 from webapp.queries.models import Query, Run
+from webapp.workspaces import decisions
 from webapp.workspaces.models import ChangeStatus, PendingChange, Workspace
 
 logger = logging.getLogger(__name__)
 MAX_UPLOAD_BYTES = 64 * 1024 * 1024
+DECISION_WAIT_S = 5.0
 
 
 def workspace_for_query(query: Query) -> Workspace:
@@ -132,15 +136,14 @@ def change_undo(*, change: PendingChange) -> PendingChange:
 
 def _decide(change: PendingChange, *, keep: bool) -> PendingChange:
     if change.kind == "db":
-        from webapp.workspaces.db_runs import decision_made
-
         wanted = ChangeStatus.KEEP_REQUESTED if keep else ChangeStatus.UNDO_REQUESTED
         updated = PendingChange.objects.filter(pk=change.pk, status=ChangeStatus.PENDING).update(
             status=wanted, updated_at=timezone.now()
         )
         if not updated:
             raise NothingPending("this transaction is not waiting for a decision any more")
-        decision_made(change.pk)
+        # In this process (the embedded runner) the holder answers at once: show its result.
+        decisions.decision_made(change.pk, wait_s=DECISION_WAIT_S)
         change.refresh_from_db()
         return change
     if change.status != ChangeStatus.PENDING:
@@ -150,7 +153,8 @@ def _decide(change: PendingChange, *, keep: bool) -> PendingChange:
     if pending is None or pending.run_id != str(change.run_id):
         raise NothingPending("this change is not waiting for a decision any more")
     if keep:
-        change.changes = [c.as_dict() for c in pending.keep()]
+        uid = sandbox_host_uid(ensure_executor())
+        change.changes = [c.as_dict() for c in pending.keep(owner_uid=uid)]
         change.status, change.message = ChangeStatus.KEPT, "Applied to the workspace."
     else:
         pending.undo()
@@ -160,6 +164,18 @@ def _decide(change: PendingChange, *, keep: bool) -> PendingChange:
         )
     change.save()
     return change
+
+
+def change_set(change: PendingChange, status: str, message: str) -> None:
+    """Record how a run's change ended (or that it awaits a choice)."""
+    change.status = status
+    change.message = message
+    change.updated_at = timezone.now()
+    change.save()
+    logger.info(
+        "change settled",
+        extra={"run_id": change.run_id, "change_id": change.pk, "status": status},
+    )
 
 
 def query_regenerate_reverse(*, query: Query, forward_run: Run, forward_output: str) -> Query:

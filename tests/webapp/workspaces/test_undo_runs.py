@@ -74,12 +74,11 @@ def test_a_db_run_holds_its_transaction_until_undo():
     query = QueryFactory(kind="db", forward_code="db.execute('CREATE TABLE users (name TEXT)')\n")
     workspace = ws.workspace_for_query(query)
     sqlite3.connect(workspace.root / "database.sqlite3").close()
-    run = services.query_run(query=query)
-    wait_until(lambda: awaiting_choice(run), timeout=30, what="pending transaction")
+    run = finished(services.query_run(query=query))
+    assert run.status == RunStatus.SUCCEEDED
+    assert awaiting_choice(run)
     assert change_of(run).deadline is not None
-    ws.change_undo(change=change_of(run))
-    run = finished(run)
-    assert change_of(run).status == ChangeStatus.UNDONE
+    assert ws.change_undo(change=change_of(run)).status == ChangeStatus.UNDONE
     conn = sqlite3.connect(workspace.root / "database.sqlite3")
     assert conn.execute("SELECT name FROM sqlite_master").fetchall() == []
     conn.close()
@@ -92,12 +91,13 @@ def test_a_db_run_kept_commits_three_users():
     )
     query = QueryFactory(kind="db", forward_code=code)
     workspace = ws.workspace_for_query(query)
-    run = services.query_run(query=query)
-    wait_until(lambda: awaiting_choice(run), timeout=30, what="pending transaction")
-    ws.change_keep(change=change_of(run))
-    run = finished(run)
+    run = finished(services.query_run(query=query))
     assert run.status == RunStatus.SUCCEEDED
-    assert change_of(run).status == ChangeStatus.KEPT
+    assert [c["path"] for c in change_of(run).changes] == [
+        "CREATE TABLE users (name TEXT)",
+        "INSERT INTO users VALUES ('a'), ('b'), ('c')",
+    ]
+    assert ws.change_keep(change=change_of(run)).status == ChangeStatus.KEPT
     conn = sqlite3.connect(workspace.root / "database.sqlite3")
     assert conn.execute("SELECT count(*) FROM users").fetchone() == (3,)
     conn.close()
@@ -108,11 +108,14 @@ def test_a_pending_db_transaction_rolls_back_after_the_timeout():
     workspace = ws.workspace_for_query(query)
     with override_settings(DB_PENDING_TIMEOUT_S=1):
         run = finished(services.query_run(query=query))
-    assert change_of(run).status == ChangeStatus.ROLLED_BACK_TIMEOUT
-    assert "rolled back after timeout" in "".join(run.chunks.values_list("text", flat=True))
-    assert sqlite3.connect(workspace.root / "database.sqlite3").execute(
-        "SELECT count(*) FROM sqlite_master"
-    ).fetchone() == (0,)
+    wait_until(
+        lambda: change_of(run).status == ChangeStatus.ROLLED_BACK_TIMEOUT,
+        timeout=10,
+        what="the automatic rollback",
+    )
+    assert "rolled back automatically" in change_of(run).message
+    assert not (workspace.root / "database.sqlite3").exists()
+    assert ws.workspace_fs(workspace).pending() is None
 
 
 POST = """

@@ -1,0 +1,214 @@
+"""Issue 13's db findings, each tried through the real web flow (embedded runner, real bwrap).
+
+Every deny test has a sabotage twin that switches its protection off and must see the breach:
+a deny check that cannot fail would prove nothing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from executor.kinds import db as db_kind
+from executor.kinds import db_engines
+from tests.factories import QueryFactory
+from webapp.queries import runner, services
+from webapp.queries.models import Run, RunStatus
+from webapp.workspaces import services as ws
+from webapp.workspaces.models import ChangeStatus, PendingChange
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "executor" / "kinds"))
+from postgres_server import PASSWORD, PostgresServer  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "executor" / "kinds"))
+from db_runs import switch_off_sqlite_guards  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("threads_runner", "workspaces_root")
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[PostgresServer]:
+    pg = PostgresServer()
+    yield pg
+    pg.stop()
+
+
+@pytest.fixture
+def url(server: PostgresServer) -> str:
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS accounts")
+        conn.execute("CREATE TABLE accounts (name TEXT, balance INTEGER)")
+        conn.execute("INSERT INTO accounts VALUES ('ana', 10), ('bo', 20)")
+    return server.url
+
+
+def balances(url: str) -> list[tuple]:
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT name, balance FROM accounts ORDER BY name").fetchall()
+
+
+def run_pending(code: str, *, url: str = "") -> tuple[Run, PendingChange]:
+    """Run a db query to its end; return the run and its change (pending, if it succeeded)."""
+    names = ["DATABASE_URL"] if url else []
+    query = QueryFactory(kind="db", forward_code=code, credential_names=names)
+    run = services.query_run(query=query, credentials={"DATABASE_URL": url} if url else {})
+    assert runner.wait(run.pk, 60), f"run {run.pk} did not finish"
+    run.refresh_from_db()
+    return run, PendingChange.objects.get(run=run)
+
+
+def output(run: Run) -> str:
+    return "".join(run.chunks.values_list("text", flat=True))
+
+
+def undone(change: PendingChange) -> PendingChange:
+    return ws.change_undo(change=change)
+
+
+# Finding 1: the code replaced the sandboxed driver's decision and committed itself.
+# Finding 2: a dollar-quoted string hid a COMMIT from the hand-written statement splitter.
+COMMIT_ITSELF = r"""
+import gc, json, socket, struct, sys
+db.execute("UPDATE accounts SET balance = balance + 500")
+tries = [
+    "COMMIT",
+    "END",
+    "SELECT $$'$$; UPDATE accounts SET balance = 0; COMMIT; SELECT $$'$$",
+    "/* ; */ COMMIT",
+    "SELECT pg_catalog.set_config('transaction_read_only', 'off', false); COMMIT",
+]
+for sql in tries:
+    try:
+        db.execute(sql)
+    except db.Error as exc:
+        print("refused:", str(exc)[:60])
+raw = socket.socket(socket.AF_UNIX)
+raw.connect("/run/undoable/db.sock")
+for op in ({"op": "commit", "sql": ""}, {"op": "execute", "sql": "COMMIT"}):
+    body = json.dumps(op).encode()
+    raw.sendall(struct.pack(">I", len(body)) + body)
+    print("raw:", raw.recv(200)[4:60])
+main = sys.modules["__main__"]
+for obj in gc.get_objects():
+    for name in ("commit", "decide", "finish"):
+        if hasattr(obj, name) and callable(getattr(obj, name)):
+            try:
+                getattr(obj, name)()
+            except Exception:
+                pass
+db.commit()
+"""
+
+
+def self_commit_breaches(url: str) -> list[str]:
+    run, change = run_pending(COMMIT_ITSELF, url=url)
+    assert run.status == RunStatus.SUCCEEDED, output(run)
+    found = []
+    if balances(url) != [("ana", 10), ("bo", 20)]:
+        found.append(f"committed before any choice: {balances(url)}")
+    if undone(change).status != ChangeStatus.UNDONE or balances(url) != [("ana", 10), ("bo", 20)]:
+        found.append(f"Undo did not roll back: {balances(url)}")
+    return found
+
+
+@pytest.mark.postgres
+def test_deny_the_code_cannot_commit_its_own_transaction(url):
+    assert self_commit_breaches(url) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.sabotage
+def test_sabotage_without_the_parser_the_code_commits_itself(url, monkeypatch):
+    monkeypatch.setattr(db_engines, "check_postgres", lambda sql: False)
+    assert self_commit_breaches(url) != []
+
+
+# Finding 2 too: `db._conn.info.password` revealed the credential, printed reversed.
+HUNT_CREDENTIAL = """
+import gc, os
+found = [os.environ.get('DATABASE_URL', ''), open('/proc/self/environ', 'rb').read().decode()]
+found += [repr(vars(o)) for o in gc.get_objects() if hasattr(o, '__dict__')][:5000]
+try:
+    found.append(db._conn.info.password)
+except AttributeError:
+    pass
+print(' '.join(found)[::-1])
+"""
+
+
+def credential_breaches(url: str) -> list[str]:
+    run, change = run_pending(HUNT_CREDENTIAL, url=url)
+    undone(change)
+    seen = output(run)
+    return [
+        where for where, text in (("plain", PASSWORD), ("reversed", PASSWORD[::-1])) if text in seen
+    ]
+
+
+@pytest.mark.postgres
+def test_deny_the_program_never_holds_the_database_credential(url):
+    assert credential_breaches(url) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.sabotage
+def test_sabotage_a_credential_left_in_the_environment_is_found(url, monkeypatch):
+    prepared = db_kind.prepared
+    monkeypatch.setattr(db_kind, "prepared", lambda *a, **k: prepared(*a, **{**k, "hide_env": ()}))
+    assert credential_breaches(url) != []
+
+
+# A host-side SQLite connection must not become the program's way to files of the host.
+def attach_code(bait: Path) -> str:
+    return (
+        f"attach = \"ATTACH DATABASE '{bait}' AS bait\"\n"
+        "for sql in ('COMMIT', attach, 'SELECT secret FROM bait.t'):\n"
+        "    try:\n"
+        "        print('ran:', db.execute(sql))\n"
+        "    except db.Error as exc:\n"
+        "        print('refused:', exc)\n"
+    )
+
+
+def host_file_breaches(bait: Path) -> list[str]:
+    run, change = run_pending(attach_code(bait))
+    if change.status == ChangeStatus.PENDING:
+        undone(change)
+    return ["read a host file through ATTACH"] if "host-secret" in output(run) else []
+
+
+@pytest.fixture
+def bait(workspaces_root: Path) -> Path:
+    path = workspaces_root / "host-app.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE t (secret TEXT)")
+        conn.execute("INSERT INTO t VALUES ('host-secret')")
+    conn.close()
+    return path
+
+
+def test_deny_a_sqlite_run_cannot_attach_a_host_file(bait):
+    assert host_file_breaches(bait) == []
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_authorizer_a_sqlite_run_reads_a_host_file(bait, monkeypatch):
+    switch_off_sqlite_guards(monkeypatch)
+    assert host_file_breaches(bait) != []
+
+
+def test_a_sqlite_run_kept_only_by_the_persons_keep():
+    code = "db.execute('CREATE TABLE t (x)')\ndb.execute('INSERT INTO t VALUES (1)')\ndb.commit()\n"
+    run, change = run_pending(code)
+    workspace = ws.workspace_for_query(run.query)
+    assert change.status == ChangeStatus.PENDING
+    assert not (workspace.root / "database.sqlite3").exists()
+    assert ws.change_keep(change=change).status == ChangeStatus.KEPT
+    kept = workspace.root / "database.sqlite3"
+    assert sqlite3.connect(kept).execute("SELECT x FROM t").fetchall() == [(1,)]
+    assert kept.stat().st_mode & 0o7777 == 0o644

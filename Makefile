@@ -68,6 +68,7 @@ bench: $(VENV)/.installed sandbox
 	$(PY) tests/bench/bench_executor.py
 	$(PY) tests/bench/bench_api.py
 	$(PY) tests/bench/bench_stream.py
+	$(PY) tests/bench/bench_db.py
 
 # Build and start the docker-compose topology from local images only, run code, tear it down.
 compose-smoke: sandbox-image

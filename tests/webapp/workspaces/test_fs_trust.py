@@ -19,7 +19,7 @@ from executor import quota
 from executor.kinds import fs_apply, fs_listing, fs_tree, fs_walk
 from tests.factories import QueryFactory
 from webapp.queries import runner, services
-from webapp.queries.models import Run, RunStatus
+from webapp.queries.models import Query, Run, RunStatus
 from webapp.workspaces import services as ws
 from webapp.workspaces.models import ChangeStatus, PendingChange
 
@@ -33,15 +33,14 @@ def finished(run: Run, timeout: float = 60.0) -> Run:
     return run
 
 
-def run_code(query_or_code, **query) -> tuple[Run, PendingChange]:
-    """Run forward code of a (new) fs query through the runner; its run and change."""
-    the_query = (
-        QueryFactory(kind="fs", forward_code=query_or_code, **query)
-        if isinstance(query_or_code, str)
-        else query_or_code
-    )
-    run = finished(services.query_run(query=the_query))
+def run_query(query: Query) -> tuple[Run, PendingChange]:
+    """Run the fs query's forward code through the runner; its run and change."""
+    run = finished(services.query_run(query=query))
     return run, PendingChange.objects.get(run=run)
+
+
+def run_code(code: str, **query) -> tuple[Run, PendingChange]:
+    return run_query(QueryFactory(kind="fs", forward_code=code, **query))
 
 
 def keep(code: str, **query) -> Path:
@@ -101,11 +100,11 @@ SECOND_LINK = "import os\nos.symlink('.', 'b')\n"
 
 def two_keeps() -> Path:
     query = QueryFactory(kind="fs", forward_code=FIRST_LINK)
-    run, change = run_code(query)
+    run, change = run_query(query)
     ws.change_keep(change=change)
     query.forward_code = SECOND_LINK
     query.save(update_fields=["forward_code"])
-    run, change = run_code(query)
+    run, change = run_query(query)
     ws.change_keep(change=change)
     return ws.workspace_for_query(query).root
 
@@ -157,7 +156,7 @@ def deep(levels: int) -> str:
 
 def test_deny_a_1100_deep_tree_is_refused_whole_and_the_workspace_stays_usable():
     query = QueryFactory(kind="fs", forward_code=deep(1_100))
-    run, change = run_code(query)
+    run, change = run_query(query)
     assert run.status == RunStatus.SUCCEEDED
     assert change.status != ChangeStatus.PENDING
     assert change.message == (
@@ -165,7 +164,7 @@ def test_deny_a_1100_deep_tree_is_refused_whole_and_the_workspace_stays_usable()
     )
     query.forward_code = "open('next.txt','w').write('ok')\n"
     query.save(update_fields=["forward_code"])
-    _, change = run_code(query)
+    _, change = run_query(query)
     assert change.status == ChangeStatus.PENDING
 
 
@@ -233,7 +232,7 @@ FILL = (
 
 def test_deny_a_run_past_the_workspace_quota_gets_enospc_and_the_host_is_fine():
     query = QueryFactory(kind="fs", forward_code=FILL)
-    run, change = run_code(query)
+    run, change = run_query(query)
     output = "".join(run.chunks.values_list("text", flat=True))
     assert "errno ENOSPC" in output
     assert change.status == ChangeStatus.DISCARDED
@@ -253,10 +252,10 @@ def test_sabotage_without_the_quota_mount_the_run_writes_600_mib(monkeypatch):
 
 def test_a_file_replaced_by_a_folder_is_kept():
     query = QueryFactory(kind="fs", forward_code="open('x','w').write('file')\n")
-    run, change = run_code(query)
+    run, change = run_query(query)
     ws.change_keep(change=change)
     query.forward_code = "import os\nos.remove('x')\nos.makedirs('x/y')\n"
     query.save(update_fields=["forward_code"])
-    run, change = run_code(query)
+    run, change = run_query(query)
     ws.change_keep(change=change)
     assert (ws.workspace_for_query(query).root / "x" / "y").is_dir()

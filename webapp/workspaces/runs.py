@@ -96,7 +96,7 @@ def _fs_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
             change.changes = [c.as_dict() for c in outcome.changes]
             if outcome.pending is not None:
                 change_set(change, ChangeStatus.PENDING, outcome.message)
-            elif result.ok and outcome.total == 0:
+            elif result.ok and not outcome.cap and outcome.total == 0:
                 change_set(change, ChangeStatus.KEPT, outcome.message)
             else:
                 change_set(change, ChangeStatus.DISCARDED, outcome.message)

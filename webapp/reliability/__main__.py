@@ -49,10 +49,13 @@ def _ping(args: argparse.Namespace) -> int:
 
 def _reap(*, loop: bool) -> int:
     from webapp.reliability.reaper import ReaperThread, runs_reap
+    from webapp.workspaces.reaper import changes_reap
 
     if not loop:
         ended = runs_reap()
         sys.stdout.write(f"ended {len(ended)} run(s): {ended}\n")
+        changes = changes_reap()
+        sys.stdout.write(f"ended {len(changes)} orphaned change(s): {changes}\n")
         return 0
     thread = ReaperThread()
     thread.start()

@@ -25,6 +25,7 @@ from webapp.queries.models import Run, RunStatus
 from webapp.queries.publish import publish_run_event
 from webapp.queries.status import status_event
 from webapp.reliability import conf
+from webapp.workspaces.reaper import changes_reap
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +90,7 @@ class ReaperThread(threading.Thread):
             close_old_connections()
             try:
                 runs_reap()
+                changes_reap()
             except Exception as exc:  # PostgreSQL restarting: try again next round
                 logger.warning("reaper round failed", extra={"error": repr(exc)})
                 connection.close()

@@ -1,0 +1,50 @@
+"""Changes nobody will settle any more, because the worker that held them is gone.
+
+A worker killed mid-run leaves its change `running` (its run is reaped "Worker lost"), and one
+killed while holding a db transaction leaves it open past its deadline (PostgreSQL rolled it
+back when the connection dropped; a SQLite copy was never installed). Either way the workspace
+stays reserved and every later run would fail "in use". This pass ends such changes and frees
+their workspaces. Updates are conditional on the state that was read, like the run reaper's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from django.utils import timezone
+
+from executor.kinds.fs import Reservation
+from webapp.queries.models import RunStatus
+from webapp.workspaces.models import OPEN_STATUSES, ChangeStatus, PendingChange
+from webapp.workspaces.services import workspace_for_query, workspace_fs
+
+logger = logging.getLogger(__name__)
+
+HOLDER_GRACE_S = 30
+HOLDER_LOST = "The worker holding this change stopped; nothing was applied (rolled back)."
+_FINAL_RUNS = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.CANCELLED)
+
+
+def changes_reap(*, now: dt.datetime | None = None) -> list[int]:
+    """End orphaned changes and free their workspaces; return the ids that were ended."""
+    now = now or timezone.now()
+    before = now - dt.timedelta(seconds=HOLDER_GRACE_S)
+    orphaned = PendingChange.objects.filter(
+        status=ChangeStatus.RUNNING, run__status__in=_FINAL_RUNS, run__finished_at__lt=before
+    ) | PendingChange.objects.filter(kind="db", status__in=OPEN_STATUSES, deadline__lt=before)
+    ended = []
+    for change in orphaned.select_related("run__query"):
+        if not PendingChange.objects.filter(pk=change.pk, status=change.status).update(
+            status=ChangeStatus.DISCARDED, message=HOLDER_LOST, updated_at=now
+        ):
+            continue
+        # Whatever the run left in the workspace's pending state (a copy or a reservation)
+        # goes; a newer run's is left alone (release() checks the run id).
+        workspace = workspace_fs(workspace_for_query(change.run.query))
+        Reservation(workspace, str(change.run_id)).release()
+        logger.warning(
+            "orphaned change ended", extra={"change_id": change.pk, "was": change.status}
+        )
+        ended.append(change.pk)
+    return ended

@@ -112,19 +112,22 @@ from webapp.workspaces.models import ChangeStatus, PendingChange
 owner = get_user_model().objects.get(username="smoke")
 
 def db_run(code, *, keep):
-    """Run `code` as a db query, then Keep or Undo its pending transaction; the final run."""
+    """Run `code` as a db query, then Keep or Undo its pending transaction; the run."""
     query = Query.objects.create(owner=owner, prompt="smoke db", kind="db", forward_code=code)
     run = query_run(query=query)
     deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not PendingChange.objects.filter(
-            run=run, status=ChangeStatus.PENDING).exists():
-        assert not Run.objects.get(pk=run.pk).is_final, Run.objects.get(pk=run.pk).error
-        time.sleep(0.2)
-    change = PendingChange.objects.get(run=run)
-    ws.change_keep(change=change) if keep else ws.change_undo(change=change)
     while time.monotonic() < deadline and not Run.objects.get(pk=run.pk).is_final:
         time.sleep(0.2)
     run.refresh_from_db()
+    change = PendingChange.objects.get(run=run)
+    assert change.status == ChangeStatus.PENDING, (run.status, run.error, change.message)
+    ws.change_keep(change=change) if keep else ws.change_undo(change=change)
+    # The transaction is held by worker-kinds, which sees the choice in the database.
+    settled = (ChangeStatus.KEPT, ChangeStatus.UNDONE)
+    while time.monotonic() < deadline and PendingChange.objects.get(pk=change.pk).status not in settled:
+        time.sleep(0.2)
+    change.refresh_from_db()
+    assert change.status == (ChangeStatus.KEPT if keep else ChangeStatus.UNDONE), change.message
     text = "".join(run.chunks.values_list("text", flat=True))
     print(run.status, run.worker, text, sep="\n")
     assert run.worker.startswith("kinds@"), run.worker

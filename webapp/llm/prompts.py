@@ -64,9 +64,23 @@ FIX_TOOL: dict[str, Any] = {
 }
 
 
+KIND_HINTS = {
+    "db": (
+        "The code gets a `db` object: db.execute(sql, params) runs ONE statement and returns "
+        "its rows (a list of tuples, with .rowcount); db.executemany(sql, list_of_params). "
+        "Placeholders are ? for SQLite and %s for PostgreSQL. Undoable holds the transaction: "
+        "never BEGIN, COMMIT or ROLLBACK; Undo rolls everything back, so reverse_code may be "
+        "empty."
+    ),
+    "fs": "The code works in its current folder (the workspace); Undo discards every change.",
+}
+
+
 def propose_user_message(prompt: str, kind: str, credential_names: list[str]) -> str:
     """The person's request plus context. Only credential NAMES ever reach the model."""
     lines = [f"Request: {prompt}", f"Kind of action: {kind}"]
+    if kind in KIND_HINTS:
+        lines.append(KIND_HINTS[kind])
     if credential_names:
         lines.append(
             "Credentials available as environment variables: " + ", ".join(credential_names)

@@ -1,4 +1,4 @@
-"""run_with_mounts: the kinds' one way to put host folders into a sandbox, on both backends."""
+"""A kind's Job: its mounts reach the sandbox, its network is always none; Docker refuses."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 
 from executor.backends.docker import DockerBackend
 from executor.errors import BackendUnavailable
-from executor.kinds.sandbox import CONTROL_DIR, Mount, run_with_mounts
+from executor.kinds.job import Job
+from executor.policy.mounts import CONTROL_DIR, Mount
 from executor.spec import RunSpec
 
 
@@ -21,9 +22,8 @@ def test_the_mounts_reach_a_sandbox_that_still_has_no_network(backend, limits, p
         "print([name for _, name in socket.if_nameindex()])\n"
     )
     allowlist = dataclasses.replace(limits, network="allowlist")
-    result = run_with_mounts(
-        backend, RunSpec(code=code), limits=allowlist, mounts=[Mount(place, CONTROL_DIR)]
-    )
+    job = Job(RunSpec(code=code), allowlist, (Mount(place, CONTROL_DIR),))
+    result = backend.run(job.spec, limits=job.limits, mounts=job.mounts)
     assert result.stdout == "from the control folder\n['lo']\n", result.stderr
 
 
@@ -31,11 +31,10 @@ def test_the_docker_backend_refuses_a_workspace_before_starting_anything(limits,
     docker_backend = DockerBackend(warm_pool_size=0)
     try:
         with pytest.raises(BackendUnavailable, match="EXECUTOR_BACKEND=bwrap"):
-            run_with_mounts(
-                docker_backend,
+            docker_backend.run(
                 RunSpec(code="print(1)"),
                 limits=limits,
-                mounts=[Mount(place, "/workspace", writable=True)],
+                mounts=(Mount(place, "/workspace", writable=True),),
             )
     finally:
         docker_backend.close()

@@ -16,15 +16,22 @@ import os
 import secrets
 import sqlite3
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 from typing import Protocol
 
 import psycopg
 from psycopg import pq
+from psycopg._queries import (  # psycopg>=3.2,<3.4; test_db_engines fails loudly if they move
+    MAX_CACHED_STATEMENT_LENGTH,
+    PostgresQuery,
+    _query2pg,
+    _query2pg_nocache,
+)
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.types.json import Jsonb
 from psycopg.types.string import TextLoader
 
 from executor.kinds import netpolicy
@@ -407,6 +414,7 @@ class PostgresSession:
         self._max_rows, self._max_reply_bytes = max_rows, max_reply_bytes
         self._savepoint = f"undoable_{secrets.token_hex(8)}"
         self._broken: str | None = None
+        self._verdicts = _Verdicts()
         # json/jsonb arrive as their text: no parse of deeply nested documents on the host.
         for name in ("json", "jsonb"):
             conn.adapters.register_loader(name, TextLoader)
@@ -418,15 +426,23 @@ class PostgresSession:
         if not scs or scs[0] != "on":
             conn.close()
             raise TransactionError("the server does not keep standard_conforming_strings on")
+        # A savepoint is open between statements. This host-written text ends one and opens the
+        # next in a single round trip (simple protocol, never prepared: two commands).
+        self._next_savepoint = f"RELEASE SAVEPOINT {self._savepoint}; SAVEPOINT {self._savepoint}"
+        try:
+            conn.execute(f"SAVEPOINT {self._savepoint}")
+        except psycopg.Error as exc:
+            conn.close()
+            raise TransactionError(_scrub(f"cannot begin: {exc}", secret)) from None
 
     def execute(self, sql: str, params: Params = None) -> Reply:
         return _guarded(lambda: self._execute(sql, params))
 
     def _execute(self, sql: str, params: Params) -> Reply:
         self._usable()
-        text = self._bind(sql, params)
-        returns_rows = check_postgres(text)
-        return self._in_savepoint(lambda cur: self._run(cur, text, returns_rows))
+        text, values = self._bind(sql, params)
+        returns_rows = self._verdicts.returns_rows(text)
+        return self._in_savepoint(lambda cur: self._run(cur, text, values, returns_rows))
 
     def executemany(self, sql: str, seq: list[list | dict]) -> Reply:
         return _guarded(lambda: self._executemany(sql, seq))
@@ -435,71 +451,91 @@ class PostgresSession:
         self._usable()
         if not isinstance(seq, list | tuple):
             raise StatementFailed("executemany needs a list of parameter sets")
-        texts = [self._bind(sql, params) for params in seq]
-        for text in texts:
-            check_postgres(text)
+        bound = [self._bind(sql, params) for params in seq]
+        for text, _ in bound:
+            self._verdicts.returns_rows(text)
 
-        def run(cur: psycopg.Cursor) -> Reply:
+        def run(cur: psycopg.RawCursor) -> Reply:
             total = 0
-            for text in texts:
-                cur.execute(text)
+            # One text (the usual case) is one batch: psycopg pipelines its executions.
+            for text, group in groupby(bound, key=lambda item: item[0]):
+                cur.executemany(text, [values or [] for _, values in group])
                 total += max(cur.rowcount, 0)
             return Reply(None, [], total, False)
 
         return self._in_savepoint(run)
 
-    def _bind(self, sql: str, params: Params) -> str:
-        """The exact text that is checked and then run: parameters bound client-side."""
+    def _bind(self, sql: str, params: Params) -> tuple[str, list[object] | None]:
+        """The exact text that is checked and then run, and its parameters in $n order.
+
+        `%s` / `%(name)s` become PostgreSQL's `$1..$n` by psycopg's own converter; the values
+        travel apart from the text (extended protocol), so the server parses exactly the checked
+        text and no value can change its structure. A list of parameters for a text without
+        `%` placeholders is taken as the program's own `$n` text, as psycopg's RawCursor does.
+        Without parameters the text is checked and run as it came.
+        """
         if not isinstance(sql, str):
             raise StatementRefused("the statement must be text")
         if "\x00" in sql:
             raise StatementRefused("the statement contains a NUL character")
         values = _params(params)
         if values is None:
-            return sql
-        if isinstance(values, dict):
-            values = {key: Jsonb(v) if isinstance(v, dict) else v for key, v in values.items()}
+            return sql, None
         try:
-            return psycopg.ClientCursor(self._conn).mogrify(sql, values)
+            query = sql.encode("utf-8")
+        except UnicodeEncodeError:
+            raise StatementRefused("the statement is not valid UTF-8 text") from None
+        try:
+            converted, parts, order = _convert(query)
+            if len(parts) == 1 and isinstance(values, list) and values:
+                return sql, values
+            ordered = PostgresQuery.validate_and_reorder_params(parts, values, order)
         except (psycopg.Error, TypeError, ValueError, KeyError, IndexError) as exc:
             raise StatementFailed(f"cannot bind the parameters: {exc}") from None
+        return converted.decode("utf-8"), list(ordered)
 
-    def _run(self, cur: psycopg.Cursor, text: str, returns_rows: bool) -> Reply:
+    def _run(
+        self, cur: psycopg.RawCursor, text: str, values: list[object] | None, returns_rows: bool
+    ) -> Reply:
         if not returns_rows:
-            cur.execute(text)
+            cur.execute(text, values)
             return Reply(None, [], cur.rowcount, False)
         rows = _Rows(self._max_rows, self._max_reply_bytes)
         # Row by row, so a huge result is never held on the host; the rest is drained so the
         # statement's effect (INSERT ... RETURNING) stays whole.
-        for row in cur.stream(text):
+        for row in cur.stream(text, values):
             rows.add(row)
         columns = [d.name for d in cur.description] if cur.description else []
         return Reply(columns, rows.rows, rows.seen, rows.truncated)
 
-    def _in_savepoint(self, run: Callable[[psycopg.Cursor], Reply]) -> Reply:
+    def _in_savepoint(self, run: Callable[[psycopg.RawCursor], Reply]) -> Reply:
+        """Run one statement inside the savepoint that is open between statements.
+
+        On success one host-written text releases it and opens the next one, so a statement
+        costs two round trips; on failure ROLLBACK TO undoes the statement alone and keeps the
+        savepoint for the next one.
+        """
         try:
-            with self._conn.cursor() as cur:
-                cur.execute(f"SAVEPOINT {self._savepoint}")
+            with psycopg.RawCursor(self._conn) as cur:
                 try:
                     reply = run(cur)
                 except Exception as exc:  # the database's answer, or a value psycopg rejects
                     message = _scrub(_pg_message(exc), self._secret)
                     self._undo_statement(cur)
                     raise StatementFailed(message) from None
-                cur.execute(f"RELEASE SAVEPOINT {self._savepoint}")
+                cur.execute(self._next_savepoint, prepare=False)
         except psycopg.Error as exc:
             self._broken = _scrub(f"the database connection failed: {exc}", self._secret)
             raise StatementFailed(self._broken) from None
         self._still_open()
         return reply
 
-    def _undo_statement(self, cur: psycopg.Cursor) -> None:
+    def _undo_statement(self, cur: psycopg.RawCursor) -> None:
         status = self._conn.info.transaction_status
         if status not in (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR):
             self._still_open()
             return
-        cur.execute(f"ROLLBACK TO SAVEPOINT {self._savepoint}")
-        cur.execute(f"RELEASE SAVEPOINT {self._savepoint}")
+        cur.execute(f"ROLLBACK TO SAVEPOINT {self._savepoint}", prepare=False)
 
     def _still_open(self) -> None:
         # The policy should make this impossible; if anything ends the transaction anyway, the
@@ -538,6 +574,39 @@ class PostgresSession:
         finally:
             self._conn.close()
             self._broken = self._broken or "the session is closed"
+
+
+def _convert(query: bytes) -> tuple[bytes, list, list[str] | None]:
+    """psycopg's own placeholder converter (psycopg>=3.2,<3.4): `%s`/`%(name)s` -> `$n`."""
+    if len(query) > MAX_CACHED_STATEMENT_LENGTH:  # as psycopg: only short texts are memoised
+        converted, _, order, parts = _query2pg_nocache(query, "utf-8")
+    else:
+        converted, _, order, parts = _query2pg(query, "utf-8")
+    return converted, parts, order
+
+
+class _Verdicts:
+    """The policy's verdict per exact statement text, for one session: a loop parses once.
+
+    Keyed by the whole text, never a digest of it; only acceptances are kept (a refusal
+    raises), and the policy is looked up as `check_postgres` at every miss.
+    """
+
+    def __init__(self, size: int = 512, max_chars: int = 16_384) -> None:
+        self._size, self._max_chars = size, max_chars
+        self._seen: OrderedDict[str, bool] = OrderedDict()
+
+    def returns_rows(self, text: str) -> bool:
+        verdict = self._seen.get(text)
+        if verdict is not None:
+            self._seen.move_to_end(text)
+            return verdict
+        verdict = check_postgres(text)
+        if len(text) <= self._max_chars:
+            self._seen[text] = verdict
+            if len(self._seen) > self._size:
+                self._seen.popitem(last=False)
+        return verdict
 
 
 def _pg_message(exc: Exception) -> str:

@@ -283,6 +283,93 @@ def test_postgres_parameters_are_bound_before_the_check(pg: DbSession) -> None:
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize(
+    "value",
+    ["x'); COMMIT; --", "\\'; COMMIT; --", "$$; COMMIT; SELECT $$", "%s %(a)s $1", "\\x00\\"],
+)
+def test_postgres_parameters_travel_apart_and_cannot_inject(
+    url: str, pg: DbSession, value: str
+) -> None:
+    pg.execute("INSERT INTO accounts VALUES (%s, %s)", [value, 1])
+    pg.execute("INSERT INTO accounts VALUES (%(name)s || '!', %(n)s)", {"name": value, "n": 2})
+    reply = pg.execute("SELECT name FROM accounts WHERE balance < %s ORDER BY balance", [3])
+    assert reply.rows == [[value], [value + "!"]]
+    pg.rollback()
+    assert pg_balances(url) == [("ana", 10), ("bo", 20)]
+
+
+@pytest.mark.postgres
+def test_postgres_the_policy_checks_the_text_the_server_runs(
+    pg: DbSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checked: list[str] = []
+    real = db_engines.check_postgres
+    monkeypatch.setattr(db_engines, "check_postgres", lambda sql: checked.append(sql) or real(sql))
+    update = "UPDATE accounts SET balance = %(b)s WHERE name = %(n)s OR %(b)s < 0"
+    for i in range(50):
+        pg.execute(update, {"b": i, "n": "ana"})
+    assert pg.execute("SELECT $1::int + $2::int", [1, 2]).rows == [[3]]
+    assert checked == [
+        "UPDATE accounts SET balance = $1 WHERE name = $2 OR $1 < 0",
+        "SELECT $1::int + $2::int",
+    ]
+
+
+def test_postgres_the_placeholder_converter_is_psycopgs() -> None:
+    # Private psycopg API (psycopg>=3.2,<3.4): this fails loudly if it moves or changes.
+    assert db_engines._convert(b"SELECT %s, '%%', %b")[0] == b"SELECT $1, '%', $2"
+    converted, parts, order = db_engines._convert(b"SELECT %(a)s, %(b)s, %(a)s")
+    assert (converted, order, len(parts)) == (b"SELECT $1, $2, $1", ["a", "b"], 4)
+
+
+@pytest.mark.postgres
+def test_postgres_a_cached_verdict_never_admits_another_text(url: str, pg: DbSession) -> None:
+    for _ in range(2):
+        assert pg.execute("SELECT pg_size_pretty(%s::bigint)", [1024]).rows == [["1024 bytes"]]
+        with pytest.raises(StatementRefused, match="pg_read_file"):
+            pg.execute("SELECT pg_read_file(%s)", ["/etc/passwd"])
+    other = open_postgres(url, allow_private=True, statement_timeout_s=5)
+    assert other.execute("SELECT pg_size_pretty(%s::bigint)", [1]).rows == [["1 bytes"]]
+    other.close()
+
+
+@pytest.mark.postgres
+def test_postgres_a_new_session_consults_the_policy_afresh(
+    url: str, pg: DbSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pg.execute("UPDATE accounts SET balance = %s", [1])
+
+    def refuse(sql: str) -> bool:
+        raise StatementRefused("policy changed")
+
+    monkeypatch.setattr(db_engines, "check_postgres", refuse)
+    fresh = open_postgres(url, allow_private=True, statement_timeout_s=5)
+    with pytest.raises(StatementRefused, match="policy changed"):
+        fresh.execute("UPDATE accounts SET balance = %s", [1])
+    fresh.close()
+
+
+@pytest.mark.postgres
+def test_postgres_a_failing_bound_statement_leaves_the_transaction_usable(
+    url: str, pg: DbSession
+) -> None:
+    insert = "INSERT INTO accounts VALUES (%s, %s)"
+    for i in range(8):  # past psycopg's prepare threshold: the failing run is a prepared one
+        pg.execute(insert, [f"n{i}", i])
+    with pytest.raises(StatementFailed, match="duplicate key"):
+        pg.execute(insert, ["ana", 1])
+    with pytest.raises(StatementFailed, match="invalid input syntax"):
+        pg.execute("UPDATE accounts SET balance = %s::int", ["many"])
+    pg.execute(insert, ["cy", 3])
+    assert pg.executemany(insert, [["di", 4], ["ed", 5]]).rowcount == 2
+    with pytest.raises(StatementFailed, match="duplicate key"):
+        pg.executemany(insert, [["fi", 6], ["bo", 7]])
+    pg.commit()
+    names = [name for name, _ in pg_balances(url)]
+    assert names == sorted(["ana", "bo", "cy", "di", "ed", *(f"n{i}" for i in range(8))])
+
+
+@pytest.mark.postgres
 def test_postgres_a_failing_statement_does_not_abort_the_transaction(
     url: str, pg: DbSession
 ) -> None:
@@ -320,8 +407,10 @@ def test_postgres_rows_are_capped_and_the_statement_stays_whole(url: str) -> Non
 def test_postgres_executemany(url: str, pg: DbSession) -> None:
     reply = pg.executemany("INSERT INTO accounts VALUES (%s, %s)", [["cy", 1], ["di", 2]])
     assert reply.rowcount == 2
+    named = pg.executemany("INSERT INTO accounts VALUES (%(n)s, %(b)s)", [{"b": 3, "n": "ed"}])
+    assert named.rowcount == 1
     pg.commit()
-    assert len(pg_balances(url)) == 4
+    assert len(pg_balances(url)) == 5
 
 
 @pytest.mark.postgres
@@ -389,7 +478,7 @@ def test_sabotage_postgres_without_the_policy_the_dollar_quote_commits(
     monkeypatch.setattr(
         db_engines.PostgresSession,
         "_run",
-        lambda self, cur, text, rows: (
+        lambda self, cur, text, values, rows: (
             psycopg.ClientCursor(self._conn).execute(text) and db_engines.Reply(None, [], 0, False)
         ),
     )

@@ -166,6 +166,13 @@ def test_it_says_which_statements_return_rows() -> None:
     assert check_postgres("SELECT 1 INTO u") is False
 
 
+def test_it_checks_statements_with_server_side_placeholders() -> None:
+    assert check_postgres("INSERT INTO t VALUES ($1, $2)") is False
+    assert check_postgres("SELECT x FROM t WHERE y = $1") is True
+    with pytest.raises(StatementRefused, match="pg_read_file"):
+        check_postgres("SELECT pg_read_file($1)")
+
+
 @pytest.mark.parametrize(
     ("action", "arg1", "arg2"),
     [

@@ -10,6 +10,7 @@ that rewrites this module can only send other statements, which the host checks 
 Frames both ways: 4-byte big-endian length, then UTF-8 JSON. bytes travel as {"$bytes": b64}.
 """
 
+import atexit
 import base64
 import json
 import socket
@@ -18,6 +19,9 @@ import sys
 
 SOCKET = "/run/undoable/db.sock"
 SHOW_ROWS = 20
+# Statements echoed to the output; past this a loop runs quietly and one line at the end counts
+# the rest (the change list on the page has every statement).
+ECHO_STATEMENTS = 20
 
 
 class DbError(Exception):
@@ -53,24 +57,36 @@ class Db:
     def __init__(self, path=SOCKET):
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.connect(path)
+        self._inbox = bytearray()
+        self._sent = 0
+        atexit.register(self._summary)
+
+    def _echo(self):
+        self._sent += 1
+        return self._sent <= ECHO_STATEMENTS
+
+    def _summary(self):
+        if self._sent > ECHO_STATEMENTS:
+            print(f"[db] ... and {self._sent - ECHO_STATEMENTS} more statement(s), not echoed")
 
     def _call(self, message):
         data = json.dumps(message, default=_encode).encode()
         self._sock.sendall(struct.pack(">I", len(data)) + data)
         (size,) = struct.unpack(">I", self._read(4))
-        reply = json.loads(self._read(size))
+        reply = json.loads(self._read(size))  # one recv() of both, in the usual case
         if not reply.get("ok"):
             raise DbError(reply.get("error", "the statement failed"))
         return reply
 
     def _read(self, size):
-        data = bytearray()
-        while len(data) < size:
-            part = self._sock.recv(size - len(data))
+        while len(self._inbox) < size:
+            part = self._sock.recv(65536)
             if not part:
                 raise DbError("the host closed the database channel")
-            data += part
-        return bytes(data)
+            self._inbox += part
+        data = bytes(self._inbox[:size])
+        del self._inbox[:size]
+        return data
 
     def execute(self, sql, params=None):
         reply = self._call({"op": "execute", "sql": sql, "params": params})
@@ -79,12 +95,14 @@ class Db:
         result.columns = reply["columns"]
         result.lastrowid = reply.get("lastrowid")
         result.truncated = reply["truncated"]
-        _show(sql, result)
+        if self._echo():
+            _show(sql, result)
         return result
 
     def executemany(self, sql, seq_of_params):
         reply = self._call({"op": "executemany", "sql": sql, "seq": list(seq_of_params)})
-        print(f"[db] {_first(sql)} -> {reply['rowcount']} row(s) affected")
+        if self._echo():
+            print(f"[db] {_first(sql)} -> {reply['rowcount']} row(s) affected")
         return reply["rowcount"]
 
     def query(self, sql, params=None):

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -113,6 +115,31 @@ def postgres_figures(
         server.stop()
 
 
+def socket_floor(rounds: int = 5000) -> float:
+    """One round trip between two processes over a unix socket: what any broker pays at least."""
+    ours, theirs = socket.socketpair()
+    echo = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", _ECHO, str(theirs.fileno())], pass_fds=[theirs.fileno()]
+    )
+    theirs.close()
+    start = time.perf_counter()
+    for _ in range(rounds):
+        ours.send(b"x" * 40)
+        ours.recv(100)
+    elapsed = (time.perf_counter() - start) / rounds
+    ours.close()
+    echo.wait()
+    return elapsed
+
+
+_ECHO = """
+import socket, sys
+s = socket.socket(fileno=int(sys.argv[1]))
+while data := s.recv(100):
+    s.send(data)
+"""
+
+
 def report(name: str, rows: int, brokered: list[float], direct: list[float]) -> None:
     b, d = statistics.median(brokered), statistics.median(direct)
     print(
@@ -135,6 +162,9 @@ def main() -> None:
     backend.self_check()
     try:
         print("db statement round trip (median of the loop alone, timed inside the program)")
+        print(
+            f"floor: a unix-socket round trip between two processes {socket_floor() * 1e6:.0f} us"
+        )
         report("sqlite", args.rows, *sqlite_figures(backend, place, args.rows, args.repeat))
         report("postgres", args.rows, *postgres_figures(backend, place, args.rows, args.repeat))
     finally:

@@ -28,6 +28,9 @@ class Share(models.Model):
     explanation = models.TextField(blank=True)
     hosts = models.JSONField(default=list, blank=True)
     credential_names = models.JSONField(default=list, blank=True)
+    # The model's verdict travels with the code: a fork of an irreversible action still asks for
+    # the typed confirmation before a forward run.
+    reversible = models.BooleanField(default=True)
     include_output = models.BooleanField(default=False)
     # The last run's stored output, already masked by the run pipeline; empty unless ticked.
     output = models.TextField(blank=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
@@ -14,22 +15,25 @@ from webapp.shares.models import Share
 
 logger = logging.getLogger(__name__)
 
+# What a share carries from the query and a fork carries back: the code and everything that
+# decides how it may run. `reversible` is among them, so a fork of an irreversible action still
+# asks for the typed confirmation. Never credential values, never runs.
+SNAPSHOT_FIELDS = (
+    "prompt",
+    "kind",
+    "language",
+    "forward_code",
+    "reverse_code",
+    "explanation",
+    "hosts",
+    "credential_names",
+    "reversible",
+)
+
 
 def share_create(*, owner: User, query: Query, include_output: bool) -> Share:
     """Snapshot the query now; later edits of the query do not change the share."""
-    share = Share(
-        owner=owner,
-        query=query,
-        prompt=query.prompt,
-        kind=query.kind,
-        language=query.language,
-        forward_code=query.forward_code,
-        reverse_code=query.reverse_code,
-        explanation=query.explanation,
-        hosts=list(query.hosts),
-        credential_names=list(query.credential_names),
-        include_output=include_output,
-    )
+    share = Share(owner=owner, query=query, include_output=include_output, **_snapshot(query))
     last_run = query.runs.order_by("-created_at", "-id").first() if include_output else None
     if last_run is not None:
         share.output = _output_with_error(last_run)
@@ -53,21 +57,21 @@ def share_revoke(*, share: Share) -> Share:
 @transaction.atomic
 def share_fork(*, user: User, share: Share) -> Query:
     """A new query of `user` with the shared code; no runs, no output, no credential values."""
+    fields = _snapshot(share)
     query = Query.objects.create(
         owner=user,
-        prompt=share.prompt,
-        kind=share.kind,
-        language=share.language,
-        forward_code=share.forward_code,
-        reverse_code=share.reverse_code,
-        generated_forward_code=share.forward_code,
-        generated_reverse_code=share.reverse_code,
-        explanation=share.explanation,
-        hosts=list(share.hosts),
-        credential_names=list(share.credential_names),
+        generated_forward_code=fields["forward_code"],
+        generated_reverse_code=fields["reverse_code"],
+        **fields,
     )
     logger.info("share forked", extra={"share_id": share.pk, "query_id": query.pk})
     return query
+
+
+def _snapshot(source: Query | Share) -> dict[str, Any]:
+    fields = {name: getattr(source, name) for name in SNAPSHOT_FIELDS}
+    # Fresh lists: the copy must not share mutable JSON values with its source.
+    return {k: list(v) if isinstance(v, list) else v for k, v in fields.items()}
 
 
 def _output_with_error(run: Run) -> str:

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from executor import fdwait
 from executor.cgroups import SandboxCgroup
 from executor.errors import SandboxFailed
 from executor.limits import Limits
@@ -108,14 +109,18 @@ class Sandbox:
 
     def wait_ready(self, timeout_s: float) -> None:
         """Block until the driver is up and waiting for its job; SandboxFailed otherwise."""
-        import select
-
-        readable, _, _ = select.select([self.status_r], [], [], timeout_s)
-        line = os.read(self.status_r, 6) if readable else b""
-        if line != b"ready\n":
-            detail = self.failure_detail()
+        try:
+            line = (
+                os.read(self.status_r, 6) if fdwait.wait_readable(self.status_r, timeout_s) else b""
+            )
+            if line != b"ready\n":
+                detail = self.failure_detail()
+                raise SandboxFailed(f"sandbox did not start: {detail or 'no ready signal'}")
+        except BaseException:
+            # Destroyed here, at once: a sandbox that never got ready must not wait for the
+            # launcher's hard kill with its processes and cgroup.
             self.destroy()
-            raise SandboxFailed(f"sandbox did not start: {detail or 'no ready signal'}")
+            raise
         self.ready = True
 
     def failure_detail(self) -> str:
@@ -243,7 +248,7 @@ class WarmPool:
                 continue
             try:
                 sandbox = self._start()
-                sandbox.wait_ready(10.0)
+                sandbox.wait_ready(10.0)  # destroys the sandbox itself when it fails
                 failures = 0
             except Exception:
                 failures += 1

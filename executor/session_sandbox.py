@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import signal
 import subprocess
 import time
@@ -21,6 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from executor import fdwait
 from executor.cgroups import SandboxCgroup
 from executor.errors import SandboxFailed
 from executor.limits import Limits
@@ -125,6 +125,9 @@ class SessionSandbox:
             detail = proc.stderr.read(4096).decode("utf-8", "replace") if proc.stderr else ""
             sandbox.kill()
             raise SandboxFailed(f"session sandbox did not start: {exc} {detail}".strip()) from exc
+        except BaseException:
+            sandbox.kill()  # at once, not at the launcher's hard kill a lifetime later
+            raise
         return sandbox
 
     @property
@@ -152,8 +155,7 @@ class SessionSandbox:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise SessionDied("no reply before the deadline")
-            readable, _, _ = select.select([self.reply_r], [], [], remaining)
-            if readable:
+            if fdwait.wait_readable(self.reply_r, remaining):
                 data = os.read(self.reply_r, 1 << 20)
                 if not data:
                     raise SessionDied("the session sandbox exited")

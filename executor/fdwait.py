@@ -1,0 +1,17 @@
+"""Waiting for one file descriptor without select(): poll() has no FD_SETSIZE (1024) ceiling.
+
+A busy host process (many client sockets) hands out descriptors above 1024, where select()
+raises "filedescriptor out of range"; every wait in the executor goes through here or a
+`selectors.DefaultSelector` instead.
+"""
+
+from __future__ import annotations
+
+import select
+
+
+def wait_readable(fd: int, timeout_s: float) -> bool:
+    """True once `fd` is readable (or at EOF / in error), False if `timeout_s` passed first."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0.0, timeout_s) * 1000))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from webapp.agents import conf
+from webapp.json_body import BadJsonBody, json_body_loads
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -59,13 +59,9 @@ def parse_json_body(body: bytes) -> dict[str, Any]:
     if len(body) > conf.get_int("AGENTS_MAX_BODY_BYTES"):
         raise ApiError(413, "request body is too large")
     try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ApiError(400, "request body is not valid UTF-8") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ApiError(400, f"request body is not valid JSON: {exc.msg}") from None
+        data = json_body_loads(body)
+    except BadJsonBody as exc:
+        raise ApiError(400, str(exc)) from None
     if not isinstance(data, dict):
         raise ApiError(400, "request body must be a JSON object")
     return data

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 
 from django.conf import settings
@@ -18,6 +17,7 @@ from executor import BackendUnavailable
 from webapp import llm
 from webapp.accounts.authed import AuthedHttpRequest
 from webapp.executor_glue import ensure_executor, executor_problem
+from webapp.json_body import BadJsonBody, json_body_loads
 from webapp.queries import services
 from webapp.queries.examples import EXAMPLE_PROMPTS
 from webapp.queries.forms import HandWrittenForm, PromptForm, RunBody, SaveBody
@@ -139,14 +139,15 @@ def query_regenerate(request: HttpRequest, query_id: int) -> HttpResponse:
 
 
 def _json_body(request: HttpRequest) -> object:
-    try:
-        return json.loads(request.body or b"{}")
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
+    # BadJsonBody (a 400 below) for anything json.loads cannot read, hostile input included.
+    return json_body_loads(request.body or b"{}")
 
 
-def _bad_request(exc: ValidationError | None = None) -> JsonResponse:
-    detail = exc.errors(include_input=False, include_url=False)[0]["msg"] if exc else "bad JSON"
+def _bad_request(exc: ValidationError | BadJsonBody) -> JsonResponse:
+    if isinstance(exc, BadJsonBody):
+        detail = str(exc)
+    else:
+        detail = exc.errors(include_input=False, include_url=False)[0]["msg"]
     return JsonResponse({"error": f"Invalid request: {detail}"}, status=400)
 
 
@@ -156,7 +157,7 @@ def query_save(request: HttpRequest, query_id: int) -> JsonResponse:
     query = get_query_for_user(request.user, query_id)
     try:
         body = SaveBody.model_validate(_json_body(request))
-    except ValidationError as exc:
+    except (ValidationError, BadJsonBody) as exc:
         return _bad_request(exc)
     query = services.query_update(query=query, **body.model_dump())
     return JsonResponse({"saved_at": query.updated_at.isoformat()})
@@ -169,7 +170,7 @@ def run_create(request: HttpRequest, query_id: int) -> JsonResponse:
     query = get_query_for_user(request.user, query_id)
     try:
         body = RunBody.model_validate(_json_body(request))
-    except ValidationError as exc:
+    except (ValidationError, BadJsonBody) as exc:
         return _bad_request(exc)
     query = services.query_update(
         query=query,

@@ -17,15 +17,13 @@ from executor.errors import InvalidSpec
 from executor.kinds.errors import NothingPending, WorkspaceBusy
 from executor.kinds.fs import FsWorkspace
 from executor.kinds.sandbox import sandbox_host_uid
-from executor.spec import validate_relative_path
 from webapp import llm
 from webapp.executor_glue import ensure_executor
 from webapp.queries.models import Query, Run
-from webapp.workspaces import decisions
+from webapp.workspaces import decisions, uploads
 from webapp.workspaces.models import ChangeStatus, PendingChange, Workspace
 
 logger = logging.getLogger(__name__)
-MAX_UPLOAD_BYTES = 64 * 1024 * 1024
 DECISION_WAIT_S = 5.0
 
 
@@ -51,55 +49,17 @@ def workspace_set_server_folder(*, workspace: Workspace, folder: str) -> Workspa
 
 
 def workspace_upload(*, workspace: Workspace, files: list[UploadedFile]) -> list[str]:
-    """Add files (a .zip is unpacked) to the workspace. Refused while a change is open."""
-    written: list[str] = []
+    """Add files (a .zip is unpacked) to the workspace, all or nothing; the paths written.
+
+    Refused while a change is open. InvalidSpec (a message for the person) when any entry of
+    any upload is refused or cannot be written; the workspace is then exactly as before."""
     fs = workspace_fs(workspace)
     with fs.locked():
         if fs.pending() is not None:
             raise WorkspaceBusy("keep or undo the pending change before uploading")
-        for upload in files:
-            if (upload.size or 0) > MAX_UPLOAD_BYTES:
-                raise InvalidSpec(f"{upload.name} is larger than {MAX_UPLOAD_BYTES} bytes")
-            data = upload.read()
-            name = upload.name or "upload"
-            if name.lower().endswith(".zip"):
-                written += _unzip(workspace.root, data)
-            else:
-                _write(workspace.root, os.path.basename(name), data, 0o644)
-                written.append(os.path.basename(name))
+        written = uploads.upload_into(workspace.root, workspace.state_dir, files)
     logger.info("workspace upload", extra={"workspace": workspace.pk, "files": len(written)})
     return written
-
-
-def _unzip(root: Path, data: bytes) -> list[str]:
-    names: list[str] = []
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        total = sum(info.file_size for info in archive.infolist())
-        if total > MAX_UPLOAD_BYTES:
-            raise InvalidSpec("the zip unpacks to more than the upload limit")
-        for info in archive.infolist():
-            if info.is_dir():
-                continue
-            mode = (info.external_attr >> 16) & 0o7777
-            if stat.S_ISLNK(info.external_attr >> 16):
-                continue  # links are never unpacked: they could point anywhere
-            _write(root, info.filename, archive.read(info), mode or 0o644)
-            names.append(info.filename)
-    return names
-
-
-def _write(root: Path, name: str, data: bytes, mode: int) -> None:
-    rel = validate_relative_path(name)  # no absolute paths, no '..'
-    target = root / rel
-    for parent in reversed(target.relative_to(root).parents):
-        path = root / parent
-        if path.is_symlink():
-            raise InvalidSpec(f"{name}: a folder on its path is a link")
-        path.mkdir(exist_ok=True)
-    if target.is_symlink():
-        target.unlink()
-    target.write_bytes(data)
-    target.chmod(mode & 0o777)
 
 
 def workspace_zip(*, workspace: Workspace) -> bytes:

@@ -137,3 +137,29 @@ def test_a_raw_socket_has_no_route_out(backend, limits, place, slack):
     assert result.ok, result.stderr
     assert [line.split()[0] for line in result.stdout.splitlines()] == ["blocked"] * 3
     assert slack.calls() == []
+
+
+BIG_BOTH_WAYS = """
+import http.client, json, os, requests
+auth = {"Authorization": "Bearer " + os.environ["SLACK_TOKEN"]}
+text = "0123456789" * 300_000
+posted = requests.post(os.environ["SLACK_URL"] + "/chat.postMessage", headers=auth,
+                       json={"channel": "C1", "text": text})
+print(posted.json()["ok"])
+tunnel = http.client.HTTPConnection("127.0.0.1", 3128, timeout=10)
+tunnel.set_tunnel("127.0.0.1", int(os.environ["SLACK_PORT"]))
+tunnel.request("GET", "/api/conversations.history?channel=C1", headers=auth)
+history = json.loads(tunnel.getresponse().read())
+print(history["messages"][0]["text"] == text)
+"""
+
+
+def test_three_megabytes_go_up_through_the_proxy_and_back_through_a_connect_tunnel(
+    backend, limits, place, slack
+):
+    env = {"SLACK_URL": slack.base_url, "SLACK_TOKEN": TOKEN, "SLACK_PORT": str(slack.port)}
+    result, refused = run(
+        backend, limits, place, BIG_BOTH_WAYS, [f"127.0.0.1:{slack.port}"], env=env
+    )
+    assert (result.stdout, refused) == ("True\nTrue\n", []), result.stderr
+    assert len(slack.messages()[0]["text"]) == 3_000_000

@@ -66,6 +66,7 @@ class Sandbox:
         then waits for its one job. Pooled sandboxes are started without mounts."""
         cgroup = SandboxCgroup.create(cgroup_parents) if cgroup_parents else None
         fds_to_close: list[int] = []
+        ours: list[int] = []  # our pipe ends: the sandbox's once it exists, closed if not
         try:
             if cgroup is not None:
                 cgroup.apply(limits)
@@ -73,8 +74,10 @@ class Sandbox:
             fds_to_close.append(seccomp_r)
             job_r, job_w = os.pipe()
             fds_to_close.append(job_r)
+            ours.append(job_w)
             status_r, status_w = os.pipe()
             fds_to_close.append(status_w)
+            ours.append(status_r)
             fds = SandboxFds(seccomp=seccomp_r, job=job_r, status=status_w)
             argv = launch_argv(
                 bwrap_argv(rootfs=rootfs, limits=limits, fds=fds, mounts=mounts),
@@ -91,21 +94,30 @@ class Sandbox:
                 env={},  # bwrap itself must not carry the host environment (/proc/1/environ)
                 start_new_session=True,
             )
-            # The supervisor itself comes first on the job pipe; it fits the pipe's buffer.
-            os.write(job_w, driver_payload(rootfs))
         except OSError as exc:
+            fds_to_close += ours
             if cgroup is not None:
                 cgroup.remove()
             raise SandboxFailed(f"could not start bwrap: {exc}") from exc
         except BaseException:
             # A refused policy (InvalidSpec, InvalidLimits) must not leave the cgroup behind.
+            fds_to_close += ours
             if cgroup is not None:
                 cgroup.remove()
             raise
         finally:
             for fd in fds_to_close:
                 os.close(fd)
-        return cls(proc, job_w, status_r, cgroup)
+        sandbox = cls(proc, job_w, status_r, cgroup)
+        try:
+            # The supervisor itself comes first on the job pipe; it fits the pipe's buffer.
+            os.write(job_w, driver_payload(rootfs))
+        except BaseException as exc:
+            sandbox.destroy()  # started but never fed: killed and reaped now, not at hard kill
+            if isinstance(exc, OSError):
+                raise SandboxFailed(f"could not start bwrap: {exc}") from exc
+            raise
+        return sandbox
 
     def wait_ready(self, timeout_s: float) -> None:
         """Block until the driver is up and waiting for its job; SandboxFailed otherwise."""

@@ -82,8 +82,11 @@ class Tunnel:
 
     def _read(self, sock: socket.socket) -> None:
         inbox = self.outbox[self.peer[sock]]
+        room = self.limit - len(inbox)
+        if room <= 0:  # a first message larger than the buffer: wait until it is written
+            return
         try:
-            chunk = sock.recv(self.limit - len(inbox))
+            chunk = sock.recv(room)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:

@@ -28,6 +28,7 @@ from executor.limits import Limits
 from executor.policy.mounts import Mount
 from executor.result import OutputChunk, RunResult
 from executor.spec import RunSpec
+from executor.stops import limit_line
 
 __all__ = [
     "Backend",
@@ -47,6 +48,7 @@ __all__ = [
     "configure",
     "create_backend",
     "get_backend",
+    "limit_line",
     "run",
 ]
 

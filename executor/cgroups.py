@@ -126,6 +126,36 @@ class SandboxCgroup:
             return False
         return False
 
+    def pids_max_hit(self) -> bool:
+        """True if the pids controller refused a fork in this sandbox (pids.events "max")."""
+        if "pids" not in self.dirs:
+            return False
+        try:
+            with open(os.path.join(self.dirs["pids"], "pids.events")) as events:
+                for line in events:
+                    key, _, value = line.partition(" ")
+                    if key == "max":
+                        return int(value) > 0
+        except OSError:
+            return False
+        return False
+
+    def runnable_s(self) -> float:
+        """The longest any process of the sandbox has been running or waiting to run.
+
+        From /proc/<pid>/schedstat: time on a CPU plus time on a run queue. A spinner on a
+        busy host gets less CPU than it asks for; this is what it asked for.
+        """
+        longest = 0
+        for pid in self.pids():
+            try:
+                with open(f"/proc/{pid}/schedstat") as stat:
+                    on_cpu_ns, waiting_ns, _ = stat.read().split()
+            except (OSError, ValueError):
+                continue
+            longest = max(longest, int(on_cpu_ns) + int(waiting_ns))
+        return longest / 1e9
+
     def pids(self) -> set[int]:
         found: set[int] = set()
         for procs in self.procs_files:

@@ -6,6 +6,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 Stream = Literal["stdout", "stderr"]
+# The limit that stopped a run, as the exec JSON contract names it (docs: DESIGN.md).
+LimitName = Literal["wall_time", "cpu_time", "memory", "output", "pids", "file_size"]
+LIMIT_NAMES: tuple[LimitName, ...] = (
+    "wall_time", "cpu_time", "memory", "output", "pids", "file_size"
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -21,11 +26,13 @@ class RunResult:
     signal: int | None  # the signal that killed it, if any; os._exit(137) is exit_code=137
     stdout: str
     stderr: str
-    timed_out: bool
+    timed_out: bool  # the wall or the CPU time limit stopped it
     oom_killed: bool
     truncated: bool  # output went past max_output_bytes and the program was stopped
     duration_s: float
     cancelled: bool = False
+    # Which limit stopped the run, decided by the host (executor.stops), or None.
+    limit: LimitName | None = None
 
     @property
     def ok(self) -> bool:

@@ -27,6 +27,7 @@ from executor.policy.mounts import Mount, check_mounts
 from executor.policy.seccomp import seccomp_bpf
 from executor.result import RunResult
 from executor.spec import RunSpec
+from executor.stops import StopFacts, limit_that_stopped
 from executor.streaming import OutputPump
 
 logger = logging.getLogger(__name__)
@@ -206,6 +207,7 @@ class BwrapBackend:
             # Read before teardown removes the cgroup; an OOM kill of the program is counted
             # before the supervisor can report its status.
             oom = sandbox.cgroup.oom_killed() if sandbox.cgroup is not None else False
+            pids_max_hit = sandbox.cgroup.pids_max_hit() if sandbox.cgroup is not None else False
         finally:
             # Always torn down, off this thread: the result need not wait for bwrap to exit.
             reported = outcome is not None and outcome.status is not None
@@ -220,16 +222,29 @@ class BwrapBackend:
             exit_code, sig = None, os.WTERMSIG(status)
         else:
             exit_code, sig = os.WEXITSTATUS(status), None
+        facts = StopFacts(
+            exit_code=exit_code,
+            signal=sig,
+            cpu_s=outcome.cpu_s,
+            runnable_s=outcome.runnable_s,
+            wall_timer_fired=outcome.timed_out,
+            output_capped=pump.truncated,
+            oom_killed=oom,
+            pids_max_hit=pids_max_hit,
+            cancelled=outcome.cancelled,
+        )
+        limit = limit_that_stopped(facts, limits)
         return RunResult(
             exit_code=exit_code,
             signal=sig,
             stdout=pump.stdout,
             stderr=pump.stderr,
-            timed_out=outcome.timed_out,
+            timed_out=outcome.timed_out or limit == "cpu_time",
             oom_killed=oom,
             truncated=pump.truncated,
             duration_s=outcome.duration_s,
             cancelled=outcome.cancelled,
+            limit=limit,
         )
 
     def _job(self, spec: RunSpec, limits: Limits, *, memory_cgroup: bool) -> _Job:

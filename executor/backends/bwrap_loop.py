@@ -37,6 +37,9 @@ class Outcome:
     cancelled: bool
     killed: bool  # we killed the sandbox (timeout, cancel or output cap)
     duration_s: float
+    cpu_s: float | None = None  # the program's CPU time, from its supervisor's wait4
+    # When the wall timer fired: how long the program had been running or runnable.
+    runnable_s: float | None = None
 
 
 class RunLoop:
@@ -46,6 +49,8 @@ class RunLoop:
         self.wall_s = wall_s
         self.grace_s = grace_s
         self.status: int | None = None
+        self.cpu_s: float | None = None
+        self.runnable_s: float | None = None
         self.timed_out = self.cancelled = self.killed = False
         self._kill_at: float | None = None
         self._status_buf = b""
@@ -78,6 +83,8 @@ class RunLoop:
                 now = time.monotonic()
                 if not self._kill_at and now >= deadline:
                     self.timed_out = True
+                    if self.sandbox.cgroup is not None:  # sampled before we stop it
+                        self.runnable_s = self.sandbox.cgroup.runnable_s()
                     self._stop(now, self.grace_s)
                 if self._kill_at is not None and now >= self._kill_at:
                     if self.killed:
@@ -114,7 +121,15 @@ class RunLoop:
                 self._close_writer(fd)
             waker.close()
             self.pump.close()
-        return Outcome(self.status, self.timed_out, self.cancelled, self.killed, end - start)
+        return Outcome(
+            self.status,
+            self.timed_out,
+            self.cancelled,
+            self.killed,
+            end - start,
+            self.cpu_s,
+            self.runnable_s,
+        )
 
     def _drain(self, sel: selectors.BaseSelector) -> None:
         """Read what the program left in its output pipes, up to the cap, without blocking."""
@@ -133,7 +148,9 @@ class RunLoop:
         self._status_buf += data
         for line in self._status_buf.split(b"\n")[:-1]:
             if line.startswith(b"exit "):
-                self.status = int(line[5:])
+                status, _, cpu_us = line[5:].partition(b" ")
+                self.status = int(status)
+                self.cpu_s = int(cpu_us) / 1_000_000 if cpu_us else None
                 self._end = time.monotonic()
         self._status_buf = self._status_buf.rsplit(b"\n", 1)[-1]
 

@@ -18,6 +18,7 @@ from executor.docker_pool import SandboxContainer
 from executor.errors import SandboxFailed
 from executor.limits import Limits
 from executor.result import RunResult
+from executor.stops import StopFacts, limit_that_stopped
 from executor.streaming import OutputPump
 
 # The supervisor enforces the wall limit; we kill the container this much later if it did not.
@@ -108,23 +109,39 @@ class DockerSession:
                 raise SandboxFailed(f"the sandbox supervisor died without a status: {stderr}")
             status = {"exit_code": None, "signal": SIGKILL, "oom_killed": True}
         if status is None:
+            truncated = self.killed_for == "truncated" or self.pump.truncated
+            timed_out = self.killed_for == "timed_out"
             return RunResult(
                 exit_code=None,
                 signal=SIGKILL,
-                timed_out=self.killed_for == "timed_out",
+                timed_out=timed_out,
                 oom_killed=False,
-                truncated=self.killed_for == "truncated" or self.pump.truncated,
+                truncated=truncated,
                 duration_s=duration,
                 cancelled=self.killed_for == "cancelled",
+                limit="output" if truncated else "wall_time" if timed_out else None,
                 **out,
             )
-        return RunResult(
+        facts = StopFacts(
             exit_code=status.get("exit_code"),
             signal=status.get("signal"),
-            timed_out=bool(status.get("timed_out")),
+            cpu_s=status.get("cpu_s"),
+            runnable_s=status.get("runnable_s"),
+            wall_timer_fired=bool(status.get("timed_out")),
+            output_capped=bool(status.get("truncated")) or self.pump.truncated,
             oom_killed=bool(status.get("oom_killed")),
-            truncated=bool(status.get("truncated")) or self.pump.truncated,
-            duration_s=float(status.get("duration_s", duration)),
+            pids_max_hit=bool(status.get("pids_max_hit")),
             cancelled=self.killed_for == "cancelled",
+        )
+        limit = limit_that_stopped(facts, self.limits)
+        return RunResult(
+            exit_code=facts.exit_code,
+            signal=facts.signal,
+            timed_out=facts.wall_timer_fired or limit == "cpu_time",
+            oom_killed=facts.oom_killed,
+            truncated=facts.output_capped,
+            duration_s=float(status.get("duration_s", duration)),
+            cancelled=facts.cancelled,
+            limit=limit,
             **out,
         )

@@ -3,8 +3,8 @@
 It runs as PID 1 of the sandbox's PID namespace (bwrap --as-pid-1), so nothing inside can
 signal it. It forks the program's process at once; that child reports "ready" and blocks until
 the host sends ONE job (8-byte length + JSON) on the job fd, then becomes the program. PID 1
-reaps every orphan and reports the program's raw wait status on the status fd. When it exits
-the kernel kills whatever is left in the namespace, so no daemon outlives the run.
+reaps every orphan and reports the program's raw wait status and CPU time on the status fd.
+When it exits the kernel kills whatever is left in the namespace, so no daemon outlives the run.
 
 Every single-use sandbox pays for what this file imports, once per run, so it imports only
 modules built into the interpreter or already loaded at start-up: the job is a `marshal`
@@ -186,12 +186,14 @@ def main(job_fd, status_fd):
         os.dup2(null, fd)
     while True:
         try:
-            done, status = os.wait()
+            done, status, usage = os.wait4(-1, 0)
         except ChildProcessError:
             os._exit(2)
         if done == pid:
             break
-    os.write(status_fd, b"exit %d\n" % status)
+    # The CPU time too: the host names a CPU-time kill from it (executor/stops.py).
+    cpu_us = int((usage.ru_utime + usage.ru_stime) * 1_000_000)
+    os.write(status_fd, b"exit %d %d\n" % (status, cpu_us))
     os._exit(0)
 
 

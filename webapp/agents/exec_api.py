@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import Router, Schema
@@ -23,6 +23,8 @@ class ExecOut(Schema):
     stdout: str
     stderr: str
     exit_code: int | None
+    signal: int | None
+    limit: Literal["wall_time", "cpu_time", "memory", "output", "pids", "file_size"] | None
     timed_out: bool
     oom_killed: bool
     truncated: bool

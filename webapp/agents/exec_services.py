@@ -99,6 +99,8 @@ def result_json(result: RunResult) -> dict[str, Any]:
         "stdout": result.stdout,
         "stderr": result.stderr,
         "exit_code": result.exit_code,
+        "signal": result.signal,
+        "limit": result.limit,
         "timed_out": result.timed_out,
         "oom_killed": result.oom_killed,
         "truncated": result.truncated,

@@ -15,7 +15,7 @@ from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
 import executor
-from executor import CancelToken, ExecutorError, Limits, RunResult, RunSpec
+from executor import CancelToken, ExecutorError, Limits, RunResult, RunSpec, limit_line
 from webapp.credentials.handoff import credentials_take
 from webapp.credentials.masking import mask_text
 from webapp.executor_glue import ensure_executor
@@ -170,20 +170,21 @@ def _finish_with_result(
     if result.cancelled or cancelled:
         status, notes = RunStatus.CANCELLED, ["Stopped."]
     elif result.timed_out:
-        status, notes = RunStatus.TIMED_OUT, [f"Timed out after {limits.wall_time_s:g} s."]
+        status = RunStatus.TIMED_OUT
     elif result.ok:
         status = RunStatus.SUCCEEDED
     else:
         status = RunStatus.FAILED
-    if result.oom_killed:
-        notes.append(f"Killed: out of memory (limit {limits.memory_mib} MiB).")
-    if result.truncated or sink.capped:
+    if result.limit is not None and status != RunStatus.CANCELLED:
+        notes.append(limit_line(result.limit, limits))
+    elif sink.capped:
         notes.append(f"Output passed the cap of {run.output_cap_bytes} bytes; stopped.")
-    if result.signal and status == RunStatus.FAILED and not result.oom_killed:
+    elif result.signal and status == RunStatus.FAILED:
         notes.append(f"Killed by signal {result.signal}.")
     run.exit_code = result.exit_code
     run.signal = result.signal
     run.timed_out = result.timed_out
+    run.limit = result.limit or ""
     run.oom_killed = result.oom_killed
     run.truncated = result.truncated or sink.capped
     _finish(run, sink, status, error=" ".join(notes))
@@ -204,7 +205,7 @@ def _finish(run: Run, sink: OutputSink, status: Any, *, error: str) -> bool:
     run.output_bytes = sink.bytes_stored
     run.finished_at = timezone.now()
     fields = ["status", "error", "output_bytes", "finished_at", "exit_code", "signal",
-              "timed_out", "oom_killed", "truncated"]  # fmt: skip
+              "limit", "timed_out", "oom_killed", "truncated"]  # fmt: skip
     if not still_running.update(**{name: getattr(run, name) for name in fields}):
         run.refresh_from_db()
         logger.warning(

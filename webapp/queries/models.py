@@ -73,6 +73,8 @@ class Run(models.Model):
     )
     exit_code = models.IntegerField(null=True, blank=True)
     signal = models.IntegerField(null=True, blank=True)
+    # The limit that stopped the run (executor RunResult.limit), "" when none did.
+    limit = models.CharField(max_length=16, blank=True, default="")
     timed_out = models.BooleanField(default=False)
     oom_killed = models.BooleanField(default=False)
     truncated = models.BooleanField(default=False)

@@ -21,6 +21,8 @@ class StatusPayload(TypedDict):
     run_id: int
     status: str
     exit_code: int | None
+    signal: int | None
+    limit: str | None  # the limit that stopped the run (RunResult.limit), None if none did
     duration_ms: int | None
     error: str
     truncated: bool

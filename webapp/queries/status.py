@@ -13,6 +13,8 @@ def status_payload(run: Run) -> StatusPayload:
         run_id=run.pk,
         status=run.status,
         exit_code=run.exit_code,
+        signal=run.signal,
+        limit=run.limit or None,
         duration_ms=run.duration_ms,
         error=run.error,
         truncated=run.truncated,

@@ -27,7 +27,8 @@ def test_it_answers_json_when_asked(owner):
     body = response.json()
     assert response.status_code == 200
     assert set(body) == {
-        "stdout", "stderr", "exit_code", "timed_out", "oom_killed", "truncated", "duration_ms"
+        "stdout", "stderr", "exit_code", "signal", "limit", "timed_out", "oom_killed",
+        "truncated", "duration_ms",
     }  # fmt: skip
     assert (body["stdout"], body["exit_code"], body["timed_out"]) == ("a\n", 3, False)
 
@@ -58,6 +59,21 @@ def test_a_slow_program_times_out_within_the_requested_limit(owner):
         EXEC, {"code": "import time; time.sleep(30)", "timeout_s": 1}, accept="application/json"
     )
     assert response.json()["timed_out"] is True
+
+
+def test_a_cpu_loop_at_its_limit_is_named_cpu_time_every_time(owner):
+    body = {"code": "while True: pass", "timeout_s": 2}
+    seen = []
+    for _ in range(20):
+        reply = owner.post(EXEC, body, accept="application/json").json()
+        seen.append((reply["limit"], reply["timed_out"], reply["exit_code"]))
+    assert seen == [("cpu_time", True, None)] * 20
+
+
+def test_a_sleeper_is_named_wall_time(owner):
+    body = {"code": "import time; time.sleep(30)", "timeout_s": 1}
+    reply = owner.post(EXEC, body, accept="application/json").json()
+    assert (reply["limit"], reply["timed_out"], reply["signal"]) == ("wall_time", True, 15)
 
 
 def test_strace_is_accepted_and_ignored(owner):

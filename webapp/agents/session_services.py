@@ -102,10 +102,7 @@ def session_create(*, token: ApiToken) -> AgentSession:
     owner = token.owner
     manager = session_manager()
     live = AgentSession.objects.filter(owner=owner, closed_at__isnull=True)
-    held_here = set(manager.live_ids())
-    # Rows this worker no longer holds (reaped, or from before a restart) are not live.
-    stale = [s.pk for s in live.filter(worker=worker_name()) if s.pk not in held_here]
-    live.filter(pk__in=stale).update(closed_at=timezone.now())
+    _close_stale(live, manager)
     cap = conf.get_int("AGENTS_MAX_SESSIONS_PER_USER")
     if live.count() >= cap:
         _close_lost(live)
@@ -125,6 +122,24 @@ def session_create(*, token: ApiToken) -> AgentSession:
                                                   manager.config.max_lifetime_s)),
         worker=worker_name(),
     )  # fmt: skip
+
+
+def _close_stale(live: QuerySet[AgentSession], manager: SessionManager) -> None:
+    """Close the rows this worker no longer holds (reaped, or from before a restart).
+
+    The rows are read BEFORE the manager's live ids, never after: a session is in the manager
+    before its row is written (session_create) and leaves it before its row is closed, so a
+    row read first belongs either to a session still held when the ids are read, or to one
+    truly gone. Read the other way round, a session another request created in between has a
+    row but is missing from the older snapshot, and was closed as stale while brand new.
+    Ordering needs no lock, so concurrent creates do not queue behind each other's sandbox
+    start.
+    """
+    rows = list(live.filter(worker=worker_name()).values_list("pk", flat=True))
+    held_here = set(manager.live_ids())
+    stale = [pk for pk in rows if pk not in held_here]
+    if stale:
+        live.filter(pk__in=stale).update(closed_at=timezone.now())
 
 
 def get_session_for_user(user: User, session_id: str) -> tuple[AgentSession, Session]:

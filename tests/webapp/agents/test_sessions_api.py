@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import io
 import os
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from django.test import override_settings
+from django.test import Client, override_settings
+from django.utils import timezone
 
 from executor import quota
-from webapp.agents.models import AgentSession
+from webapp.agents import session_services
+from webapp.agents.models import AgentSession, ApiToken
 from webapp.agents.session_services import session_manager
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sessions")]
@@ -226,3 +230,65 @@ def test_sabotage_without_the_quota_mount_a_cell_fills_the_host(owner, monkeypat
 
     assert filled["stdout"] == "wrote it all\n"
     assert os.path.getsize(os.path.join(workdir, "big")) == 40 << 20
+
+
+def _start_and_run(persona) -> int:
+    """One agent's first moves: create a session, run one cell in it; the cell's status."""
+    client_persona = make_persona_client(persona)
+    response = client_persona.post("/api/v1/sessions", {})
+    assert response.status_code == 201, response.content
+    sid = response.json()["id"]
+    return client_persona.post(f"/api/v1/sessions/{sid}/exec", {"code": "6 * 7"}).status_code
+
+
+def make_persona_client(persona):
+    """The same token on its own Client: one per thread, as separate agents would have."""
+    return dataclasses.replace(persona, client=Client())
+
+
+@override_settings(AGENTS_MAX_SESSIONS_PER_USER=32, AGENTS_MAX_CONCURRENT_PER_TOKEN=32)
+def test_twenty_concurrent_creates_lose_no_session(owner):
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        statuses = list(pool.map(lambda _: _start_and_run(owner), range(20)))
+    assert statuses == [200] * 20
+
+
+def test_a_session_created_between_the_stale_checks_reads_is_not_closed(owner, monkeypatch):
+    token = ApiToken.objects.get(owner=owner.user)
+    inner: list[str] = []
+    manager = session_manager()
+    real_live_ids = manager.live_ids
+
+    def live_ids_after_a_concurrent_create() -> list[str]:
+        if not inner:  # a second request's create lands between the rows and the snapshot
+            inner.append("")
+            inner[0] = session_services.session_create(token=token).pk
+        return real_live_ids()
+
+    monkeypatch.setattr(manager, "live_ids", live_ids_after_a_concurrent_create)
+    start(owner)
+    assert cell(owner, inner[0], "1 + 1")["stdout"] == "2\n"
+
+
+def test_sabotage_snapshot_then_rows_loses_the_session_created_in_between(owner, monkeypatch):
+    def racy_close_stale(live, manager):  # the order before the fix
+        held_here = set(manager.live_ids())
+        between()
+        stale = [pk for pk in live.filter(worker=session_services.worker_name())
+                 .values_list("pk", flat=True) if pk not in held_here]  # fmt: skip
+        live.filter(pk__in=stale).update(closed_at=timezone.now())
+
+    token = ApiToken.objects.get(owner=owner.user)
+    inner: list[str] = []
+    real_close_stale = session_services._close_stale
+
+    def between() -> None:
+        if not inner:
+            monkeypatch.setattr(session_services, "_close_stale", real_close_stale)
+            inner.append(session_services.session_create(token=token).pk)
+            monkeypatch.setattr(session_services, "_close_stale", racy_close_stale)
+
+    monkeypatch.setattr(session_services, "_close_stale", racy_close_stale)
+    start(owner)
+    lost = owner.post(f"/api/v1/sessions/{inner[0]}/exec", {"code": "1"})
+    assert lost.status_code == 404

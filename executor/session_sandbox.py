@@ -43,6 +43,25 @@ class SessionDied(SandboxFailed):
     """The session's sandbox is gone (killed, reaped, crashed); its state is lost."""
 
 
+class ReplyTooLarge(SessionDied):
+    """The session announced a reply past its cap; nothing more is read, the session ends."""
+
+
+# Room for the reply's own fields around its two output strings.
+REPLY_MARGIN_BYTES = 64 * 1024
+
+
+def max_reply_bytes(limits: Limits) -> int:
+    """The largest reply the host reads from a session's driver.
+
+    The driver caps stdout and stderr at max_output_bytes each, but the cell runs in the
+    driver's own process and can write anything on the reply pipe: the host never buffers
+    more than an honest reply can be. JSON may spell each output byte in up to 6 (a
+    replacement character or control byte as a \\uXXXX escape).
+    """
+    return 2 * 6 * limits.max_output_bytes + REPLY_MARGIN_BYTES
+
+
 @cache
 def driver_source() -> str:
     return Path(__file__).with_name("session_driver.py").read_text()
@@ -73,12 +92,13 @@ class SessionSandbox:
     """A running session sandbox: send a command, read its reply; `kill()` ends it for good."""
 
     def __init__(self, proc: subprocess.Popen[bytes], cmd_w: int, reply_r: int,
-                 cgroup: SandboxCgroup | None) -> None:  # fmt: skip
+                 cgroup: SandboxCgroup | None, max_reply: int) -> None:  # fmt: skip
         self.proc = proc
         self.cmd_w = cmd_w
         self.reply_r = reply_r
         self.cgroup = cgroup
-        self._buf = b""
+        self.max_reply = max_reply
+        self._buf = bytearray()
 
     @classmethod
     def start(cls, *, rootfs: str, workdir: str, limits: Limits, lifetime_s: float,
@@ -118,7 +138,7 @@ class SessionSandbox:
         finally:
             for fd in to_close:
                 os.close(fd)
-        sandbox = cls(proc, cmd_w, reply_r, cgroup)
+        sandbox = cls(proc, cmd_w, reply_r, cgroup, max_reply_bytes(limits))
         try:
             sandbox.receive(deadline=time.monotonic() + 30.0)
         except SessionDied as exc:
@@ -148,8 +168,13 @@ class SessionSandbox:
         while True:
             if len(self._buf) >= 8:
                 size = int.from_bytes(self._buf[:8], "big")
+                if size > self.max_reply:  # checked on the header, before reading the body
+                    raise ReplyTooLarge(
+                        f"the session's reply was larger than {self.max_reply} bytes"
+                    )
                 if len(self._buf) >= 8 + size:
-                    body, self._buf = self._buf[8 : 8 + size], self._buf[8 + size :]
+                    body = bytes(self._buf[8 : 8 + size])
+                    del self._buf[: 8 + size]
                     reply: dict[str, Any] = json.loads(body)
                     return reply
             remaining = deadline - time.monotonic()

@@ -33,9 +33,9 @@ from pathlib import Path
 from executor import cgroups, quota, session_files
 from executor.errors import BackendUnavailable, ExecutorError, InvalidSpec, NoCapacity
 from executor.limits import Limits
-from executor.result import RunResult
+from executor.result import LimitName, RunResult
 from executor.session_files import FileEntry
-from executor.session_sandbox import SessionDied, SessionSandbox
+from executor.session_sandbox import ReplyTooLarge, SessionDied, SessionSandbox
 
 logger = logging.getLogger(__name__)
 
@@ -117,22 +117,41 @@ class Session:
                 return self._died(exc, started)
             finally:
                 self.touch()
+            # The reply comes from the cell's own process: a timeout counts only if the host
+            # saw the time pass too.
+            timed_out = bool(reply["timed_out"]) and time.monotonic() - started >= timeout
+            truncated = bool(reply["truncated"])
             return RunResult(
                 exit_code=reply["exit_code"],
                 signal=None,
                 stdout=reply["stdout"],
                 stderr=reply["stderr"],
-                timed_out=reply["timed_out"],
+                timed_out=timed_out,
                 oom_killed=False,
-                truncated=reply["truncated"],
+                truncated=truncated,
                 duration_s=reply["duration_s"],
+                limit="wall_time" if timed_out else "output" if truncated else None,
             )
         finally:
             self._lock.release()
 
     def _died(self, exc: SessionDied, started: float) -> RunResult:
-        oom = bool(self._sandbox.cgroup and self._sandbox.cgroup.oom_killed())
-        timed_out = time.monotonic() - started >= self.config.limits.wall_time_s and not oom
+        cgroup = self._sandbox.cgroup
+        oom = bool(cgroup and cgroup.oom_killed())
+        pids = bool(cgroup and cgroup.pids_max_hit())
+        too_large = isinstance(exc, ReplyTooLarge)
+        timed_out = time.monotonic() - started >= self.config.limits.wall_time_s and not (
+            oom or too_large
+        )
+        limit: LimitName | None = None
+        if too_large:
+            limit = "output"
+        elif oom:
+            limit = "memory"
+        elif timed_out:
+            limit = "wall_time"
+        elif pids:
+            limit = "pids"
         self.kill(reason="died")
         logger.info("session sandbox died", extra={"session_id": self.id, "error": str(exc)})
         return RunResult(
@@ -142,8 +161,9 @@ class Session:
             stderr=f"The session's sandbox ended ({exc}); its state is lost.\n",
             timed_out=timed_out,
             oom_killed=oom,
-            truncated=False,
+            truncated=too_large,
             duration_s=time.monotonic() - started,
+            limit=limit,
         )
 
     def _check_open(self) -> None:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
 import threading
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from executor import quota
+from executor import quota, session_sandbox
 from executor.errors import ExecutorError, InvalidSpec
 from executor.limits import Limits
 from executor.session_files import FileMissing, WorkspaceFull
@@ -271,3 +273,58 @@ def test_sabotage_without_the_quota_mount_a_cell_writes_past_it(manager_factory,
 
     assert result.stdout == "wrote it all\n"
     assert os.path.getsize(os.path.join(session.workdir, "big")) == 40 << 20
+
+
+# A session's reply is capped on its header (issue 14, item 6).
+MIB = 1024 * 1024
+REPLY_LIMITS = Limits(wall_time_s=3, max_output_bytes=64 * 1024)
+# The cell finds the driver's reply fd in the driver's own frame (it runs in that process),
+# announces a 2**62-byte reply, then streams 16 MiB of it.
+FORGED_REPLY = """
+import os, sys
+frame = sys._getframe()
+while "reply_fd" not in frame.f_locals:
+    frame = frame.f_back
+fd = frame.f_locals["reply_fd"]
+os.write(fd, (1 << 62).to_bytes(8, "big"))
+chunk = b"x" * (1 << 20)
+for _ in range(16):
+    os.write(fd, chunk)
+"""
+
+
+def test_a_forged_reply_header_ends_the_session_at_once(manager_factory):
+    session = manager_factory(limits=REPLY_LIMITS).create()
+    cap = session_sandbox.max_reply_bytes(REPLY_LIMITS)
+    tracemalloc.start()
+    try:
+        result = session.exec(FORGED_REPLY)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert f"the session's reply was larger than {cap} bytes" in result.stderr
+    assert (result.limit, result.exit_code) == ("output", None)
+    assert result.duration_s < REPLY_LIMITS.wall_time_s
+    assert peak < 4 * MIB
+    assert session.closed_reason == "died"
+
+
+def test_an_honest_reply_at_the_output_cap_still_arrives(manager_factory):
+    session = manager_factory(limits=REPLY_LIMITS).create()
+    code = "import sys\nprint('\\x01' * 70000)\nprint('\\x02' * 70000, file=sys.stderr)"
+    result = session.exec(code)
+    assert (result.truncated, result.limit) == (True, "output")
+    assert len(result.stdout) == REPLY_LIMITS.max_output_bytes
+
+
+def test_sabotage_without_the_cap_the_host_buffers_the_forged_reply(
+    manager_factory,
+    monkeypatch,
+):
+    cap = session_sandbox.max_reply_bytes(REPLY_LIMITS)
+    monkeypatch.setattr(session_sandbox, "max_reply_bytes", lambda limits: math.inf)
+    session = manager_factory(limits=REPLY_LIMITS).create()
+    sandbox = session._sandbox
+    result = session.exec(FORGED_REPLY)
+    assert "no reply before the deadline" in result.stderr
+    assert len(sandbox._buf) > 16 * MIB > cap

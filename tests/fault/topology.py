@@ -22,6 +22,7 @@ import psycopg
 import redis
 
 from tests.local_servers import celery_worker_argv, free_port, wait_until
+from tests.quota_mounts import unmount_under
 
 REPO = Path(__file__).resolve().parents[2]
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -113,6 +114,7 @@ class Topology:
             self._terminate(name)
         if (self.root / "pg" / "PG_VERSION").exists():
             self._pg_ctl("stop", "-m", "immediate")
+        unmount_under(self.root)  # session workspaces of the workers the tests killed
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _environment(self) -> dict[str, str]:

@@ -11,6 +11,7 @@ import pytest
 
 from executor.backends.bwrap import BwrapBackend
 from executor.limits import Limits
+from tests.quota_mounts import unmount_under
 
 REPO = Path(__file__).resolve().parents[3]
 ROOTFS = REPO / "var" / "sandbox-rootfs"
@@ -38,4 +39,5 @@ def place() -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix="kinds-", dir=base))
     folder.chmod(0o711)
     yield folder
+    unmount_under(folder)
     shutil.rmtree(folder, ignore_errors=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
+from tests.quota_mounts import unmount_under
 from tests.webapp.queries.conftest import sandbox_backend, threads_runner  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[3]
@@ -26,4 +27,5 @@ def workspaces_root() -> Iterator[Path]:
         WORKSPACES_ROOT=root, DB_PENDING_TIMEOUT_S=60, EXECUTOR_EGRESS_ALLOW_PRIVATE=True
     ):
         yield root
+    unmount_under(root)
     shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,23 @@
+"""Test teardown: the quota tmpfs mounts a test left under its folder (a change left pending).
+
+A pending fs copy lives on a tmpfs mounted in the host's mount namespace; rmtree empties it
+but cannot remove a mount point, so a folder's teardown unmounts what is ours under it first.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from executor import quota
+
+
+def unmount_under(root: Path) -> None:
+    prefix = str(Path(root).resolve()) + "/"
+    with open("/proc/self/mountinfo") as mountinfo:
+        points = [
+            line.split()[4]
+            for line in mountinfo
+            if quota.SOURCE in line.split(" - ", 1)[-1].split()[1:2]
+        ]
+    for point in sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True):
+        quota.unmount(Path(point))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from executor.kinds import db, db_engines
+from executor.kinds import db, db_sqlite
 from executor.kinds.db import DbOutcome, Target
 from executor.result import RunResult
 from executor.spec import RunSpec
@@ -38,6 +38,6 @@ def run_db(
 def switch_off_sqlite_guards(monkeypatch) -> None:
     """All three layers between a program and the host's files, for the sabotage tests: the
     authorizer, the attach limit of 0, and the session's stop once its transaction ended."""
-    monkeypatch.setattr(db_engines, "sqlite_authorize", lambda *args: None)
+    monkeypatch.setattr(db_sqlite, "sqlite_authorize", lambda *args: None)
     monkeypatch.setattr(sqlite3, "SQLITE_LIMIT_ATTACHED", sqlite3.SQLITE_LIMIT_TRIGGER_DEPTH)
-    monkeypatch.setattr(db_engines.SqliteSession, "_usable", lambda self: None)
+    monkeypatch.setattr(db_sqlite.SqliteSession, "_usable", lambda self: None)

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from postgres_server import PASSWORD, PostgresServer
 
-from executor.kinds import db_engines
+from executor.kinds import db_postgres, db_sqlite
 from executor.kinds.db_engines import DbSession, open_postgres, open_sqlite
 from executor.kinds.errors import StatementFailed, StatementRefused, TransactionError
 from executor.kinds.netpolicy import EgressRefused
@@ -169,7 +169,7 @@ def test_sqlite_executemany_runs_one_statement_many_times(db_file: Path, lite: D
 def test_sabotage_sqlite_without_the_authorizer_a_run_commits_itself(
     db_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(db_engines, "sqlite_authorize", lambda *args: None)
+    monkeypatch.setattr(db_sqlite, "sqlite_authorize", lambda *args: None)
     session = open_sqlite(db_file, max_bytes=8 << 20)
     session.execute("UPDATE accounts SET balance = 0")
     with pytest.raises(StatementFailed):  # the savepoint is gone with the transaction
@@ -303,8 +303,8 @@ def test_postgres_the_policy_checks_the_text_the_server_runs(
     pg: DbSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     checked: list[str] = []
-    real = db_engines.check_postgres
-    monkeypatch.setattr(db_engines, "check_postgres", lambda sql: checked.append(sql) or real(sql))
+    real = db_postgres.check_postgres
+    monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: checked.append(sql) or real(sql))
     update = "UPDATE accounts SET balance = %(b)s WHERE name = %(n)s OR %(b)s < 0"
     for i in range(50):
         pg.execute(update, {"b": i, "n": "ana"})
@@ -317,8 +317,8 @@ def test_postgres_the_policy_checks_the_text_the_server_runs(
 
 def test_postgres_the_placeholder_converter_is_psycopgs() -> None:
     # Private psycopg API (psycopg>=3.2,<3.4): this fails loudly if it moves or changes.
-    assert db_engines._convert(b"SELECT %s, '%%', %b")[0] == b"SELECT $1, '%', $2"
-    converted, parts, order = db_engines._convert(b"SELECT %(a)s, %(b)s, %(a)s")
+    assert db_postgres._convert(b"SELECT %s, '%%', %b")[0] == b"SELECT $1, '%', $2"
+    converted, parts, order = db_postgres._convert(b"SELECT %(a)s, %(b)s, %(a)s")
     assert (converted, order, len(parts)) == (b"SELECT $1, $2, $1", ["a", "b"], 4)
 
 
@@ -342,7 +342,7 @@ def test_postgres_a_new_session_consults_the_policy_afresh(
     def refuse(sql: str) -> bool:
         raise StatementRefused("policy changed")
 
-    monkeypatch.setattr(db_engines, "check_postgres", refuse)
+    monkeypatch.setattr(db_postgres, "check_postgres", refuse)
     fresh = open_postgres(url, allow_private=True, statement_timeout_s=5)
     with pytest.raises(StatementRefused, match="policy changed"):
         fresh.execute("UPDATE accounts SET balance = %s", [1])
@@ -474,12 +474,12 @@ def test_sabotage_postgres_without_the_policy_the_dollar_quote_commits(
 ) -> None:
     # Switched off: the parser check accepts everything, and the statement goes out by the
     # simple protocol (as the old in-sandbox driver sent it), which runs several commands.
-    monkeypatch.setattr(db_engines, "check_postgres", lambda sql: True)
+    monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: True)
     monkeypatch.setattr(
-        db_engines.PostgresSession,
+        db_postgres.PostgresSession,
         "_run",
         lambda self, cur, text, values, rows: (
-            psycopg.ClientCursor(self._conn).execute(text) and db_engines.Reply(None, [], 0, False)
+            psycopg.ClientCursor(self._conn).execute(text) and db_postgres.Reply(None, [], 0, False)
         ),
     )
     session = open_postgres(url, allow_private=True, statement_timeout_s=5)

@@ -10,7 +10,7 @@ from db_runs import run_db
 from postgres_server import PASSWORD, PostgresServer
 
 from executor.errors import ExecutorError
-from executor.kinds import db_engines
+from executor.kinds import db_postgres
 from executor.kinds.db import PostgresTarget
 
 pytestmark = pytest.mark.postgres
@@ -114,7 +114,7 @@ def test_deny_a_dollar_quoted_commit_is_refused(backend, limits, place, url):
 def test_sabotage_without_the_parser_a_dollar_quoted_commit_commits(
     backend, limits, place, url, monkeypatch
 ):
-    monkeypatch.setattr(db_engines, "check_postgres", lambda sql: False)
+    monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: False)
     assert dollar_quote_breaches(backend, limits, place, url) != []
 
 

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from executor.kinds import db as db_kind
-from executor.kinds import db_engines
+from executor.kinds import db_postgres
 from tests.factories import QueryFactory
 from webapp.queries import runner, services
 from webapp.queries.models import Run, RunStatus
@@ -124,7 +124,7 @@ def test_deny_the_code_cannot_commit_its_own_transaction(url):
 @pytest.mark.postgres
 @pytest.mark.sabotage
 def test_sabotage_without_the_parser_the_code_commits_itself(url, monkeypatch):
-    monkeypatch.setattr(db_engines, "check_postgres", lambda sql: False)
+    monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: False)
     assert self_commit_breaches(url) != []
 
 

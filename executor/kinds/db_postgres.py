@@ -1,0 +1,311 @@
+"""The host's PostgreSQL session of a db run: its own connection, PostgreSQL's parser (pglast).
+
+The credential stays here; the connection goes to the address the egress policy checked.
+Keep is `commit()`, Undo is `rollback()`: the host's calls, never the program's.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable
+from itertools import groupby
+
+import psycopg
+from psycopg import pq
+from psycopg._queries import (  # psycopg>=3.2,<3.4; test_db_engines fails loudly if they move
+    MAX_CACHED_STATEMENT_LENGTH,
+    PostgresQuery,
+    _query2pg,
+    _query2pg_nocache,
+)
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.types.string import TextLoader
+
+from executor.kinds import netpolicy
+from executor.kinds.db_values import (
+    Params,
+    Reply,
+    Rows,
+    driver_params,
+    guarded,
+)
+from executor.kinds.errors import StatementFailed, StatementRefused, TransactionError
+from executor.kinds.sql_policy import check_postgres
+
+# Only these URL parts are honoured: the rest (service files, client certificates, options)
+# would make the host's libpq read host files or change how statements are lexed.
+_URL_KEYS = {"host", "port", "dbname", "user", "password", "sslmode", "connect_timeout"}
+
+
+def open_postgres(
+    url: str,
+    *,
+    allow_private: bool,
+    statement_timeout_s: float,
+    max_rows: int = 10_000,
+    max_reply_bytes: int = 4 << 20,
+) -> PostgresSession:
+    """A session on a PostgreSQL server, connected to the address netpolicy checked.
+
+    Raises EgressRefused for a refused address, StatementRefused for a URL it will not use,
+    TransactionError when the server cannot be reached or refuses the login. No message
+    carries the URL's password.
+    """
+    try:
+        info = conninfo_to_dict(url)
+    except psycopg.Error:
+        raise StatementRefused("the database URL cannot be read") from None
+    secret = str(info.get("password") or "")
+    extra = sorted(set(info) - _URL_KEYS)
+    if extra:
+        raise StatementRefused(f"the database URL may not set: {', '.join(extra)}")
+    host = str(info.get("host") or "")
+    if not host or "," in host or host.startswith("/") or host.startswith("@"):
+        raise StatementRefused("the database URL must name one network host")
+    try:
+        port = int(info.get("port") or 5432)
+    except ValueError:
+        raise StatementRefused("the database URL's port is not a number") from None
+    timeout_ms = max(1, int(statement_timeout_s * 1000))
+    last = "no address"
+    for _, sockaddr in netpolicy.resolve(host, port, allow_private=allow_private):
+        try:
+            conn = psycopg.connect(
+                host=host,
+                hostaddr=str(sockaddr[0]),
+                port=port,
+                dbname=info.get("dbname") or "",
+                user=info.get("user") or "",
+                password=secret,
+                sslmode=info.get("sslmode") or "prefer",
+                connect_timeout=int(info.get("connect_timeout") or 10),
+                passfile=os.devnull,
+                sslcertmode="disable",
+                client_encoding="UTF8",
+                application_name="undoable",
+                options=(
+                    f"-c standard_conforming_strings=on -c statement_timeout={timeout_ms} "
+                    "-c idle_in_transaction_session_timeout=0"
+                ),
+                autocommit=False,
+            )
+        except (psycopg.Error, ValueError) as exc:
+            last = _scrub(str(exc), secret)
+            continue
+        return PostgresSession(conn, secret, max_rows, max_reply_bytes)
+    raise TransactionError(f"cannot connect to the database: {last}")
+
+
+class PostgresSession:
+    engine = "postgres"
+
+    def __init__(
+        self, conn: psycopg.Connection, secret: str, max_rows: int, max_reply_bytes: int
+    ) -> None:
+        self._conn, self._secret = conn, secret
+        self._max_rows, self._max_reply_bytes = max_rows, max_reply_bytes
+        self._savepoint = f"undoable_{secrets.token_hex(8)}"
+        self._broken: str | None = None
+        self._verdicts = _Verdicts()
+        # json/jsonb arrive as their text: no parse of deeply nested documents on the host.
+        for name in ("json", "jsonb"):
+            conn.adapters.register_loader(name, TextLoader)
+        try:
+            scs = conn.execute("SHOW standard_conforming_strings").fetchone()
+        except psycopg.Error as exc:
+            conn.close()
+            raise TransactionError(_scrub(f"cannot begin: {exc}", secret)) from None
+        if not scs or scs[0] != "on":
+            conn.close()
+            raise TransactionError("the server does not keep standard_conforming_strings on")
+        # A savepoint is open between statements. This host-written text ends one and opens the
+        # next in a single round trip (simple protocol, never prepared: two commands).
+        self._next_savepoint = f"RELEASE SAVEPOINT {self._savepoint}; SAVEPOINT {self._savepoint}"
+        try:
+            conn.execute(f"SAVEPOINT {self._savepoint}")
+        except psycopg.Error as exc:
+            conn.close()
+            raise TransactionError(_scrub(f"cannot begin: {exc}", secret)) from None
+
+    def execute(self, sql: str, params: Params = None) -> Reply:
+        return guarded(lambda: self._execute(sql, params))
+
+    def _execute(self, sql: str, params: Params) -> Reply:
+        self._usable()
+        text, values = self._bind(sql, params)
+        returns_rows = self._verdicts.returns_rows(text)
+        return self._in_savepoint(lambda cur: self._run(cur, text, values, returns_rows))
+
+    def executemany(self, sql: str, seq: list[list | dict]) -> Reply:
+        return guarded(lambda: self._executemany(sql, seq))
+
+    def _executemany(self, sql: str, seq: list[list | dict]) -> Reply:
+        self._usable()
+        if not isinstance(seq, list | tuple):
+            raise StatementFailed("executemany needs a list of parameter sets")
+        bound = [self._bind(sql, params) for params in seq]
+        for text, _ in bound:
+            self._verdicts.returns_rows(text)
+
+        def run(cur: psycopg.RawCursor) -> Reply:
+            total = 0
+            # One text (the usual case) is one batch: psycopg pipelines its executions.
+            for text, group in groupby(bound, key=lambda item: item[0]):
+                cur.executemany(text, [values or [] for _, values in group])
+                total += max(cur.rowcount, 0)
+            return Reply(None, [], total, False)
+
+        return self._in_savepoint(run)
+
+    def _bind(self, sql: str, params: Params) -> tuple[str, list[object] | None]:
+        """The exact text that is checked and then run, and its parameters in $n order.
+
+        `%s` / `%(name)s` become PostgreSQL's `$1..$n` by psycopg's own converter; the values
+        travel apart from the text (extended protocol), so the server parses exactly the checked
+        text and no value can change its structure. A list of parameters for a text without
+        `%` placeholders is taken as the program's own `$n` text, as psycopg's RawCursor does.
+        Without parameters the text is checked and run as it came.
+        """
+        if not isinstance(sql, str):
+            raise StatementRefused("the statement must be text")
+        if "\x00" in sql:
+            raise StatementRefused("the statement contains a NUL character")
+        values = driver_params(params)
+        if values is None:
+            return sql, None
+        try:
+            query = sql.encode("utf-8")
+        except UnicodeEncodeError:
+            raise StatementRefused("the statement is not valid UTF-8 text") from None
+        try:
+            converted, parts, order = _convert(query)
+            if len(parts) == 1 and isinstance(values, list) and values:
+                return sql, values
+            ordered = PostgresQuery.validate_and_reorder_params(parts, values, order)
+        except (psycopg.Error, TypeError, ValueError, KeyError, IndexError) as exc:
+            raise StatementFailed(f"cannot bind the parameters: {exc}") from None
+        return converted.decode("utf-8"), list(ordered)
+
+    def _run(
+        self, cur: psycopg.RawCursor, text: str, values: list[object] | None, returns_rows: bool
+    ) -> Reply:
+        if not returns_rows:
+            cur.execute(text, values)
+            return Reply(None, [], cur.rowcount, False)
+        rows = Rows(self._max_rows, self._max_reply_bytes)
+        # Row by row, so a huge result is never held on the host; the rest is drained so the
+        # statement's effect (INSERT ... RETURNING) stays whole.
+        for row in cur.stream(text, values):
+            rows.add(row)
+        columns = [d.name for d in cur.description] if cur.description else []
+        return Reply(columns, rows.rows, rows.seen, rows.truncated)
+
+    def _in_savepoint(self, run: Callable[[psycopg.RawCursor], Reply]) -> Reply:
+        """Run one statement inside the savepoint that is open between statements.
+
+        On success one host-written text releases it and opens the next one, so a statement
+        costs two round trips; on failure ROLLBACK TO undoes the statement alone and keeps the
+        savepoint for the next one.
+        """
+        try:
+            with psycopg.RawCursor(self._conn) as cur:
+                try:
+                    reply = run(cur)
+                except Exception as exc:  # the database's answer, or a value psycopg rejects
+                    message = _scrub(_pg_message(exc), self._secret)
+                    self._undo_statement(cur)
+                    raise StatementFailed(message) from None
+                cur.execute(self._next_savepoint, prepare=False)
+        except psycopg.Error as exc:
+            self._broken = _scrub(f"the database connection failed: {exc}", self._secret)
+            raise StatementFailed(self._broken) from None
+        self._still_open()
+        return reply
+
+    def _undo_statement(self, cur: psycopg.RawCursor) -> None:
+        status = self._conn.info.transaction_status
+        if status not in (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR):
+            self._still_open()
+            return
+        cur.execute(f"ROLLBACK TO SAVEPOINT {self._savepoint}", prepare=False)
+
+    def _still_open(self) -> None:
+        # The policy should make this impossible; if anything ends the transaction anyway, the
+        # run stops rather than continue outside the transaction Keep/Undo decides.
+        if self._conn.info.transaction_status != pq.TransactionStatus.INTRANS:
+            self._broken = "the transaction ended outside Undoable's control; the run stops"
+
+    def _usable(self) -> None:
+        if self._broken is not None:
+            raise StatementFailed(self._broken)
+
+    def commit(self) -> None:
+        self._usable()
+        self._end(self._conn.commit)
+
+    def rollback(self) -> None:
+        self._end(self._conn.rollback)
+
+    def _end(self, action: Callable[[], None]) -> None:
+        try:
+            action()
+        except psycopg.Error as exc:
+            raise TransactionError(_scrub(f"PostgreSQL: {exc}", self._secret)) from None
+        finally:
+            self._broken = self._broken or "the transaction has ended"
+
+    def close(self) -> None:
+        try:
+            if (
+                not self._conn.closed
+                and self._conn.info.transaction_status != pq.TransactionStatus.IDLE
+            ):
+                self._conn.rollback()
+        except psycopg.Error:
+            pass  # closing the connection rolls back on the server anyway
+        finally:
+            self._conn.close()
+            self._broken = self._broken or "the session is closed"
+
+
+def _convert(query: bytes) -> tuple[bytes, list, list[str] | None]:
+    """psycopg's own placeholder converter (psycopg>=3.2,<3.4): `%s`/`%(name)s` -> `$n`."""
+    if len(query) > MAX_CACHED_STATEMENT_LENGTH:  # as psycopg: only short texts are memoised
+        converted, _, order, parts = _query2pg_nocache(query, "utf-8")
+    else:
+        converted, _, order, parts = _query2pg(query, "utf-8")
+    return converted, parts, order
+
+
+class _Verdicts:
+    """The policy's verdict per exact statement text, for one session: a loop parses once.
+
+    Keyed by the whole text, never a digest of it; only acceptances are kept (a refusal
+    raises), and the policy is looked up as `check_postgres` at every miss.
+    """
+
+    def __init__(self, size: int = 512, max_chars: int = 16_384) -> None:
+        self._size, self._max_chars = size, max_chars
+        self._seen: OrderedDict[str, bool] = OrderedDict()
+
+    def returns_rows(self, text: str) -> bool:
+        verdict = self._seen.get(text)
+        if verdict is not None:
+            self._seen.move_to_end(text)
+            return verdict
+        verdict = check_postgres(text)
+        if len(text) <= self._max_chars:
+            self._seen[text] = verdict
+            if len(self._seen) > self._size:
+                self._seen.popitem(last=False)
+        return verdict
+
+
+def _pg_message(exc: Exception) -> str:
+    return str(exc).strip() or type(exc).__name__
+
+
+def _scrub(message: str, secret: str) -> str:
+    return message.replace(secret, "***") if secret else message

@@ -1,0 +1,212 @@
+"""The host's SQLite session of a db run: a private copy of the file, SQLite's own authorizer.
+
+Keep is `commit()`, Undo is `rollback()`: the host's calls, never the program's.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from executor.kinds.db_values import (
+    Params,
+    Reply,
+    Rows,
+    driver_params,
+    guarded,
+)
+from executor.kinds.errors import StatementFailed, StatementRefused, TransactionError
+from executor.kinds.sql_policy import sqlite_authorize
+
+
+def open_sqlite(
+    path: Path,
+    *,
+    max_bytes: int,
+    deadline: Callable[[], float] | None = None,
+    max_rows: int = 10_000,
+    max_reply_bytes: int = 4 << 20,
+) -> SqliteSession:
+    """A session on the host's private copy of a SQLite file, inside BEGIN IMMEDIATE.
+
+    `max_bytes` caps the file (writing past it fails "database or disk is full"); `deadline`
+    returns the time.monotonic() instant after which a running statement is interrupted.
+    """
+    return SqliteSession(path, max_bytes, deadline, max_rows, max_reply_bytes)
+
+
+class SqliteSession:
+    engine = "sqlite"
+
+    def __init__(
+        self,
+        path: Path,
+        max_bytes: int,
+        deadline: Callable[[], float] | None,
+        max_rows: int,
+        max_reply_bytes: int,
+    ) -> None:
+        self._deadline = deadline
+        self._max_rows, self._max_reply_bytes = max_rows, max_reply_bytes
+        self._host = True  # the host's own statements pass the authorizer
+        self._refusal: str | None = None
+        self._timed_out = False
+        self._broken: str | None = None
+        self._savepoint = f"undoable_{secrets.token_hex(8)}"
+        conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._conn = conn
+        try:
+            conn.text_factory = _decode_text
+            conn.execute("PRAGMA trusted_schema=OFF")
+            conn.execute("PRAGMA journal_mode=DELETE")
+            page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+            pages = max(1, max_bytes // page_size)
+            conn.execute(f"PRAGMA main.max_page_count={pages:d}")
+            conn.execute(f"PRAGMA temp.max_page_count={pages:d}")
+            conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(1 << 20, min(max_bytes, 64 << 20)))
+            conn.execute("BEGIN IMMEDIATE")
+            conn.set_authorizer(self._authorize)
+            conn.set_progress_handler(self._progress, 1000)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise TransactionError(f"cannot open the SQLite database: {exc}") from None
+        self._host = False
+
+    def _authorize(
+        self, action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None
+    ) -> int:
+        if self._host:
+            return sqlite3.SQLITE_OK
+        why = sqlite_authorize(action, arg1, arg2)
+        if why is None:
+            return sqlite3.SQLITE_OK
+        self._refusal = why if trigger is None else f"{why} (in trigger or view {trigger})"
+        return sqlite3.SQLITE_DENY
+
+    def _progress(self) -> int:
+        if self._deadline is not None and time.monotonic() >= self._deadline():
+            self._timed_out = True
+            return 1
+        return 0
+
+    def execute(self, sql: str, params: Params = None) -> Reply:
+        return guarded(
+            lambda: self._statement(sql, lambda cur: cur.execute(sql, driver_params(params) or ()))
+        )
+
+    def executemany(self, sql: str, seq: list[list | dict]) -> Reply:
+        def run(cur: sqlite3.Cursor) -> object:
+            if not isinstance(seq, list | tuple):
+                raise StatementFailed("executemany needs a list of parameter sets")
+            return cur.executemany(sql, [driver_params(params) or () for params in seq])
+
+        return guarded(lambda: self._statement(sql, run))
+
+    def _statement(self, sql: str, run: Callable[[sqlite3.Cursor], object]) -> Reply:
+        self._usable()
+        if not isinstance(sql, str) or "\x00" in sql:
+            raise StatementRefused("the statement must be text without NUL characters")
+        if self._deadline is not None and time.monotonic() >= self._deadline():
+            raise StatementFailed("interrupted: the run's time is up")
+        self._refusal, self._timed_out = None, False
+        self._host_sql(f"SAVEPOINT {self._savepoint}")
+        cur = self._conn.cursor()
+        try:
+            run(cur)
+            reply = self._reply(cur)
+        except Exception as exc:
+            error = self._error(exc)
+            cur.close()
+            self._undo_statement()
+            raise error from None
+        cur.close()
+        try:
+            self._host_sql(f"RELEASE {self._savepoint}")
+        except sqlite3.Error:
+            self._broken = "the transaction ended outside Undoable's control; the run stops"
+            raise StatementFailed(self._broken) from None
+        return reply
+
+    def _reply(self, cur: sqlite3.Cursor) -> Reply:
+        if cur.description is None:
+            return Reply(None, [], cur.rowcount, False, cur.lastrowid)
+        rows = Rows(self._max_rows, self._max_reply_bytes)
+        while not rows.truncated:
+            batch = cur.fetchmany(256)
+            if not batch:
+                break
+            for row in batch:
+                rows.add(row)
+        columns = [str(d[0]) for d in cur.description]
+        return Reply(columns, rows.rows, rows.seen, rows.truncated, cur.lastrowid)
+
+    def _error(self, exc: Exception) -> StatementRefused | StatementFailed:
+        if self._refusal is not None:
+            return StatementRefused(self._refusal)
+        if self._timed_out:
+            return StatementFailed("interrupted: the run's time is up")
+        message = str(exc) or type(exc).__name__
+        if isinstance(exc, StatementRefused | StatementFailed):
+            return exc
+        if "one statement at a time" in message:
+            return StatementRefused("one statement per call: send the statements one at a time")
+        return StatementFailed(message)
+
+    def _undo_statement(self) -> None:
+        if not self._conn.in_transaction:
+            self._broken = (
+                "the database rolled back the whole transaction (ON CONFLICT ROLLBACK, "
+                "RAISE(ROLLBACK), an interrupt or a full disk); this run's changes are gone"
+            )
+            return
+        try:
+            self._host_sql(f"ROLLBACK TO {self._savepoint}")
+            self._host_sql(f"RELEASE {self._savepoint}")
+        except sqlite3.Error as exc:
+            self._broken = f"the transaction could not be recovered: {exc}"
+
+    def _host_sql(self, sql: str) -> None:
+        self._host = True
+        try:
+            self._conn.execute(sql).close()
+        finally:
+            self._host = False
+
+    def _usable(self) -> None:
+        if self._broken is not None:
+            raise StatementFailed(self._broken)
+        if not self._conn.in_transaction:
+            raise StatementFailed("the transaction has ended")
+
+    def commit(self) -> None:
+        if self._broken is not None or not self._conn.in_transaction:
+            raise TransactionError(self._broken or "the transaction has already ended")
+        self._end(self._conn.commit)
+
+    def rollback(self) -> None:
+        self._end(self._conn.rollback)
+
+    def _end(self, action: Callable[[], None]) -> None:
+        self._host = True
+        self._deadline = None
+        try:
+            action()
+        except sqlite3.Error as exc:
+            raise TransactionError(f"SQLite: {exc}") from None
+        finally:
+            self._broken = self._broken or "the transaction has ended"
+
+    def close(self) -> None:
+        try:
+            if self._conn.in_transaction:
+                self.rollback()
+        finally:
+            self._conn.close()
+
+
+def _decode_text(data: bytes) -> str:
+    return data.decode("utf-8", "replace")

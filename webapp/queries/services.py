@@ -212,7 +212,9 @@ def _enqueue(run_id: int, *, kind: str) -> None:
     if settings.RUNNER == "threads":
         from webapp.queries import runner
 
-        transaction.on_commit(lambda: runner.submit(run_id))
+        # The embedded runner shares its threads fairly between the owners of queued runs.
+        owner_id = Run.objects.values_list("query__owner_id", flat=True).get(pk=run_id)
+        transaction.on_commit(lambda: runner.submit(run_id, owner_id=owner_id))
         return
     from webapp.queries.tasks import execute_run
 

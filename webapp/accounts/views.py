@@ -40,5 +40,16 @@ def signup_view(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def account_view(request: AuthedHttpRequest) -> HttpResponse:
+    return account_page(request)
+
+
+def account_page(request: AuthedHttpRequest, *, new_api_token: str = "") -> HttpResponse:
+    """The account page; `new_api_token` is shown in this one response and stored nowhere."""
     google = request.user.social_auth.filter(provider="google-oauth2").first()
-    return render(request, "accounts/account.html", {"google_account": google})
+    # Versions before this one stashed a new token in the session until the page was viewed.
+    request.session.pop("new_api_token", None)
+    context = {"google_account": google, "new_api_token": new_api_token}
+    response = render(request, "accounts/account.html", context)
+    if new_api_token:
+        response["Cache-Control"] = "no-store"  # nor in the browser's cache or history
+    return response

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from webapp.accounts.authed import AuthedHttpRequest
+from webapp.accounts.views import account_page
 from webapp.agents.tokens import token_create, token_revoke
 
 ACCOUNT_URL = "accounts:account"
@@ -28,12 +29,12 @@ def _back(request: HttpRequest) -> HttpResponse:
 @require_POST
 def token_create_view(request: AuthedHttpRequest) -> HttpResponse:
     form = TokenForm(request.POST)
-    if form.is_valid():
-        new = token_create(owner=request.user, name=form.cleaned_data["name"])
-        # Shown once on the next page, then gone from the session too.
-        request.session["new_api_token"] = new.secret
-        messages.success(request, "API token created. Copy it now: it will not be shown again.")
-    return _back(request)
+    if not form.is_valid():
+        return _back(request)
+    new = token_create(owner=request.user, name=form.cleaned_data["name"])
+    # Shown once, in the answer to this POST: never stored in the session, a cookie or a message.
+    messages.success(request, "API token created. Copy it now: it will not be shown again.")
+    return account_page(request, new_api_token=new.secret)
 
 
 @login_required

@@ -16,11 +16,3 @@ register = template.Library()
 @register.simple_tag(takes_context=True)
 def api_tokens_for_user(context: dict[str, Any]) -> QuerySet[ApiToken]:
     return token_list_for_user(context["request"].user)
-
-
-@register.simple_tag(takes_context=True)
-def pop_new_api_token(context: dict[str, Any]) -> str | None:
-    """The token created by the last form post, shown once: reading it removes it."""
-    session = context["request"].session
-    token: str | None = session.pop("new_api_token", None)
-    return token

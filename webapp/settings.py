@@ -240,11 +240,16 @@ DB_PENDING_TIMEOUT_S = env_float("UNDOABLE_DB_PENDING_TIMEOUT_S", 600.0, minimum
 WORKSPACE_SERVER_FOLDERS = env_list("UNDOABLE_WORKSPACE_SERVER_FOLDERS")
 
 # --- Agent API (stateless exec, sessions) ----------------------------------------------------
-# Requests per minute per token (token bucket) and how many may burst at once.
-AGENTS_RATE_PER_MINUTE = env_int("AGENTS_RATE_PER_MINUTE", 600, minimum=1)
-AGENTS_RATE_BURST = env_int("AGENTS_RATE_BURST", 60, minimum=1)
-# Runs in flight at once per token (stateless exec and session cells together).
-AGENTS_MAX_CONCURRENT_PER_TOKEN = env_int("AGENTS_MAX_CONCURRENT_PER_TOKEN", 8, minimum=1)
+# Requests per minute per token (token bucket) and how many may burst at once: enough for one
+# token to use all an embedded machine can run (README, "Performance").
+AGENTS_RATE_PER_MINUTE = env_int("AGENTS_RATE_PER_MINUTE", 6000, minimum=1)
+AGENTS_RATE_BURST = env_int("AGENTS_RATE_BURST", 600, minimum=1)
+# Runs in flight at once per token (stateless exec and session cells together). Past it a request
+# waits up to AGENTS_SLOT_WAIT_S for a slot, if fewer than AGENTS_MAX_WAITING_PER_TOKEN wait;
+# waiters hold an AGENTS_EXEC_THREADS thread, so running + waiting stays under that pool.
+AGENTS_MAX_CONCURRENT_PER_TOKEN = env_int("AGENTS_MAX_CONCURRENT_PER_TOKEN", 16, minimum=1)
+AGENTS_MAX_WAITING_PER_TOKEN = env_int("AGENTS_MAX_WAITING_PER_TOKEN", 8, minimum=0)
+AGENTS_SLOT_WAIT_S = env_float("AGENTS_SLOT_WAIT_S", 5.0, minimum=0)
 AGENTS_MAX_BODY_BYTES = env_int("AGENTS_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
 AGENTS_MAX_CODE_BYTES = env_int("AGENTS_MAX_CODE_BYTES", 256 * 1024, minimum=1024)
 AGENTS_MAX_FILES_BYTES = env_int("AGENTS_MAX_FILES_BYTES", 2 * 1024 * 1024, minimum=0)
@@ -253,7 +258,7 @@ AGENTS_MAX_STDIN_BYTES = env_int("AGENTS_MAX_STDIN_BYTES", 1024 * 1024, minimum=
 AGENTS_DEFAULT_TIMEOUT_S = env_float("AGENTS_DEFAULT_TIMEOUT_S", 10.0, minimum=0.1)
 # Threads that wait on sandboxes, so the event loop never blocks on a run.
 AGENTS_EXEC_THREADS = env_int("AGENTS_EXEC_THREADS", 32, minimum=1)
-AGENTS_MAX_SESSIONS_PER_USER = env_int("AGENTS_MAX_SESSIONS_PER_USER", 3, minimum=1)
+AGENTS_MAX_SESSIONS_PER_USER = env_int("AGENTS_MAX_SESSIONS_PER_USER", 8, minimum=1)
 AGENTS_SESSION_IDLE_S = env_float("AGENTS_SESSION_IDLE_S", 600.0, minimum=1)
 AGENTS_SESSION_MAX_LIFETIME_S = env_float("AGENTS_SESSION_MAX_LIFETIME_S", 3600.0, minimum=1)
 AGENTS_SESSION_MAX_FILE_BYTES = env_int(

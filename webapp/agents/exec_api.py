@@ -58,9 +58,19 @@ def spend_rate(key: object) -> None:
 
 
 def within_quota(key: object, work: Callable[[], T]) -> T:
-    """spend_rate, then hold one of `key`'s concurrency slots while `work` runs (blocking)."""
+    """spend_rate, then hold one of `key`'s concurrency slots while `work` runs (blocking).
+
+    With every slot taken the request waits for one (AGENTS_SLOT_WAIT_S, at most
+    AGENTS_MAX_WAITING_PER_TOKEN waiters) before the 429: a burst is served in turn.
+    """
     spend_rate(key)
-    with get_limiter().slot(key, limit=conf.get_int("AGENTS_MAX_CONCURRENT_PER_TOKEN")):
+    slot = get_limiter().slot(
+        key,
+        limit=conf.get_int("AGENTS_MAX_CONCURRENT_PER_TOKEN"),
+        wait_s=conf.get("AGENTS_SLOT_WAIT_S"),
+        queue=conf.get_int("AGENTS_MAX_WAITING_PER_TOKEN"),
+    )
+    with slot:
         return work()
 
 

@@ -1,5 +1,9 @@
 """Per-token quotas: a token bucket for request rate and a cap on runs in flight.
 
+A request over the concurrency cap waits for a slot before it is refused: at most `queue`
+requests per token wait at once, each at most `wait_s` seconds, so a burst from one agent is
+served in turn rather than bounced; past either bound it gets QuotaExceeded (429 + Retry-After).
+
 `get_limiter()` picks the limiter at call time (settings can change, e.g. in tests):
 
 - Embedded default (no `REDIS_URL`): `local_limiter`, counters in this process. One process
@@ -37,11 +41,17 @@ class Limiter(Protocol):
 
     def take(self, key: object, *, per_minute: float, burst: int) -> None: ...
 
-    def slot(self, key: object, *, limit: int) -> AbstractContextManager[None]: ...
+    def slot(
+        self, key: object, *, limit: int, wait_s: float = 0.0, queue: int = 0
+    ) -> AbstractContextManager[None]: ...
 
     def active(self, key: object) -> int: ...
 
+    def waiting(self, key: object) -> int: ...
+
     def wait_for_active(self, key: object, count: int, timeout: float) -> bool: ...
+
+    def wait_for_waiting(self, key: object, count: int, timeout: float) -> bool: ...
 
     def reset(self) -> None: ...
 
@@ -60,6 +70,7 @@ class RateLimiter:
         self._lock = threading.Condition()
         self._buckets: dict[object, _Bucket] = {}
         self._active: dict[object, int] = {}
+        self._waiting: dict[object, int] = {}
 
     def take(self, key: object, *, per_minute: float, burst: int) -> None:
         """Spend one request from `key`'s bucket or raise QuotaExceeded."""
@@ -76,11 +87,16 @@ class RateLimiter:
             bucket.tokens -= 1.0
 
     @contextmanager
-    def slot(self, key: object, *, limit: int) -> Iterator[None]:
-        """Hold one of `key`'s `limit` concurrent slots for the duration of the block."""
+    def slot(
+        self, key: object, *, limit: int, wait_s: float = 0.0, queue: int = 0
+    ) -> Iterator[None]:
+        """Hold one of `key`'s `limit` concurrent slots for the duration of the block.
+
+        When all are taken, wait up to `wait_s` seconds for one if fewer than `queue` others do.
+        """
         with self._lock:
             if self._active.get(key, 0) >= limit:
-                raise QuotaExceeded(f"at most {limit} runs at once per token", 1)
+                self._wait_for_slot(key, limit=limit, wait_s=wait_s, queue=queue)
             self._active[key] = self._active.get(key, 0) + 1
             self._lock.notify_all()
         try:
@@ -92,6 +108,29 @@ class RateLimiter:
                     del self._active[key]
                 self._lock.notify_all()
 
+    def _wait_for_slot(self, key: object, *, limit: int, wait_s: float, queue: int) -> None:
+        # Called holding the lock; returns holding it with a slot free, or raises QuotaExceeded.
+        if wait_s <= 0 or queue <= 0:
+            raise QuotaExceeded(busy_message(limit, 0), 1)
+        if self._waiting.get(key, 0) >= queue:
+            raise QuotaExceeded(busy_message(limit, queue), 1)
+        self._waiting[key] = self._waiting.get(key, 0) + 1
+        self._lock.notify_all()
+        try:
+            free = self._lock.wait_for(lambda: self._active.get(key, 0) < limit, wait_s)
+        finally:
+            self._waiting[key] -= 1
+            if not self._waiting[key]:
+                del self._waiting[key]
+            self._lock.notify_all()
+        if not free:
+            raise QuotaExceeded(busy_message(limit, queue, waited_s=wait_s), 1)
+
+    def waiting(self, key: object) -> int:
+        """How many requests of `key` wait for a slot (tests and monitoring use it)."""
+        with self._lock:
+            return self._waiting.get(key, 0)
+
     def active(self, key: object) -> int:
         """How many runs `key` has in flight."""
         with self._lock:
@@ -102,10 +141,24 @@ class RateLimiter:
         with self._lock:
             return self._lock.wait_for(lambda: self._active.get(key, 0) == count, timeout)
 
+    def wait_for_waiting(self, key: object, count: int, timeout: float) -> bool:
+        """Block until `count` requests of `key` wait for a slot (tests use it)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._waiting.get(key, 0) == count, timeout)
+
     def reset(self) -> None:
         """Refill every bucket (tests); slots in use stay held until their blocks exit."""
         with self._lock:
             self._buckets.clear()
+
+
+def busy_message(limit: int, queue: int, *, waited_s: float | None = None) -> str:
+    """The 429 text when no slot is free, saying which bound was hit."""
+    if waited_s is not None:
+        return f"at most {limit} runs at once per token; no slot came free in {waited_s:g} s"
+    if queue:
+        return f"at most {limit} runs at once per token and {queue} waiting for a slot"
+    return f"at most {limit} runs at once per token"
 
 
 local_limiter = RateLimiter()

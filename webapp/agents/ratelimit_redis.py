@@ -9,8 +9,11 @@ Keys (all under `undoable:quota:`, each with a TTL so an idle token leaves nothi
   expired ids, counts and adds in one step; leaving the block removes the id. A process that
   dies holding a slot cannot release it, so every slot expires after the longest a run may take
   (EXECUTOR_WALL_TIME_S + a margin for sandbox start-up and queueing on the exec thread pool).
+- `waiters:<key>`: a sorted set of the requests waiting for a slot, scored by the end of their
+  wait, so the bound on waiters is shared too and a dead process's waiter stops counting.
 
-Cost: one round trip for `take`, one to acquire a slot, one to release it.
+Cost: one round trip for `take`, one to acquire a slot, one to release it. A request that waits
+asks again each time this process frees a slot, and every POLL_S for other processes' slots.
 
 Redis down or erroring: the request is never refused because of the limiter. The call logs a
 warning and uses the in-process limiter instead, and for the next few seconds calls skip Redis
@@ -33,7 +36,7 @@ from functools import lru_cache
 import redis
 from redis.commands.core import Script
 
-from webapp.agents.ratelimit import QuotaExceeded, RateLimiter, local_limiter
+from webapp.agents.ratelimit import QuotaExceeded, RateLimiter, busy_message, local_limiter
 from webapp.redis_client import redis_client
 
 logger = logging.getLogger(__name__)
@@ -42,6 +45,10 @@ PREFIX = "undoable:quota:"
 SLOT_MARGIN_S = 60.0
 # After a failure, calls use the in-process limiter without trying Redis for this long.
 BACKOFF_S = 5.0
+# A waiter looks again this often for slots other processes freed (its own wake it at once).
+POLL_S = 0.05
+# A waiter stays counted this long past its wait, so a slow poll is not counted out early.
+WAITER_MARGIN_MS = 1000
 
 # KEYS[1] bucket hash; ARGV: refill rate (tokens per ms), burst. Returns 0 when a token was
 # spent, else the ms until one is available.
@@ -60,18 +67,34 @@ redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate) + 1000)
 return wait
 """
 
-# KEYS[1] slots zset; ARGV: limit, slot lifetime in ms (may be <= 0 in tests), slot id.
-# Returns 1 when the slot was taken, 0 when the cap is reached.
+# KEYS[1] slots zset, KEYS[2] waiters zset; ARGV: limit, slot lifetime in ms (may be <= 0 in
+# tests), slot id (also the waiter's id), most waiters, how long a waiter counts in ms (0: the
+# caller will not wait). Returns 1 when the slot was taken, 0 when the caller is (still) a
+# waiter, -1 when the cap is reached and it may not wait.
 _ACQUIRE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function expire_at_last(key)
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] == nil then return end
+  local keep = tonumber(last[2]) - now
+  if keep > 0 then redis.call('PEXPIRE', key, keep) else redis.call('DEL', key) end
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
-local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-local keep = tonumber(last[2]) - now
-if keep > 0 then redis.call('PEXPIRE', KEYS[1], keep) else redis.call('DEL', KEYS[1]) end
-return 1
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
+  expire_at_last(KEYS[1])
+  if redis.call('ZREM', KEYS[2], ARGV[3]) == 1 then expire_at_last(KEYS[2]) end
+  return 1
+end
+local wait = tonumber(ARGV[5])
+if wait <= 0 then return -1 end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if redis.call('ZSCORE', KEYS[2], ARGV[3]) then return 0 end
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return -1 end
+redis.call('ZADD', KEYS[2], now + wait, ARGV[3])
+expire_at_last(KEYS[2])
+return 0
 """
 
 # KEYS[1] slots zset. Returns the number of slots not yet expired.
@@ -135,12 +158,15 @@ class RedisRateLimiter:
             raise QuotaExceeded("rate limit exceeded", max(1, math.ceil(wait_ms / 1000)))
 
     @contextmanager
-    def slot(self, key: object, *, limit: int) -> Iterator[None]:
-        """Hold one of `key`'s `limit` shared concurrent slots for the duration of the block."""
+    def slot(
+        self, key: object, *, limit: int, wait_s: float = 0.0, queue: int = 0
+    ) -> Iterator[None]:
+        """Hold one of `key`'s `limit` shared concurrent slots for the duration of the block,
+        waiting up to `wait_s` for one when fewer than `queue` requests (in any process) wait."""
         slots_key = self._key("slots", key)
-        slot_id = self._acquire(slots_key, limit)
+        slot_id = self._acquire(key, limit=limit, wait_s=wait_s, queue=queue)
         if slot_id is None:
-            with self._fallback.slot(key, limit=limit):
+            with self._fallback.slot(key, limit=limit, wait_s=wait_s, queue=queue):
                 yield
             return
         self._notify()
@@ -164,41 +190,83 @@ class RedisRateLimiter:
             self._failed("active", exc)
             return held_here
 
+    def waiting(self, key: object) -> int:
+        """Requests of `key` waiting for a slot across processes (and here during an outage)."""
+        here = self._fallback.waiting(key)
+        if not self._redis_ok():
+            return here
+        try:
+            return int(_scripts_for(self._url)[2](keys=[self._key("waiters", key)])) + here
+        except redis.RedisError as exc:
+            self._failed("waiting", exc)
+            return here
+
     def wait_for_active(self, key: object, count: int, timeout: float) -> bool:
         """Block until `key` has `count` runs in flight (tests and monitoring use it)."""
+        return self._wait_until(lambda: self.active(key) == count, timeout)
+
+    def wait_for_waiting(self, key: object, count: int, timeout: float) -> bool:
+        """Block until `count` requests of `key` wait for a slot (tests use it)."""
+        return self._wait_until(lambda: self.waiting(key) == count, timeout)
+
+    def _wait_until(self, predicate: Callable[[], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
-        while self.active(key) != count:
+        while not predicate():
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
             with self._changed:
-                # Another process's slots only show up in Redis: look again every 50 ms.
-                self._changed.wait(min(left, 0.05))
+                # Another process's changes only show up in Redis: look again every POLL_S.
+                self._changed.wait(min(left, POLL_S))
         return True
 
     def reset(self) -> None:
         """Forget every bucket and slot under this limiter's prefix (tests)."""
         self._fallback.reset()
         client = redis_client(self._url)
-        for name in client.scan_iter(match=f"{self._prefix}bucket:*"):
-            client.delete(name)
-        for name in client.scan_iter(match=f"{self._prefix}slots:*"):
-            client.delete(name)
+        for kind in ("bucket", "slots", "waiters"):
+            for name in client.scan_iter(match=f"{self._prefix}{kind}:*"):
+                client.delete(name)
 
-    def _acquire(self, slots_key: str, limit: int) -> str | None:
-        """A new slot id, None when Redis cannot be used, or QuotaExceeded when at the cap."""
+    def _acquire(self, key: object, *, limit: int, wait_s: float, queue: int) -> str | None:
+        """A new slot id, None when Redis cannot be used, or QuotaExceeded when none is free
+        (at once when the waiters are at `queue`, else after `wait_s`)."""
         if not self._redis_ok():
             return None
+        keys = [self._key("slots", key), self._key("waiters", key)]
         slot_id = uuid.uuid4().hex
         ttl_ms = int(self._slot_ttl_s() * 1000)
+        may_wait = wait_s > 0 and queue > 0
+        waiter_ms = math.ceil(wait_s * 1000) + WAITER_MARGIN_MS if may_wait else 0
+        acquire = _scripts_for(self._url)[1]
+        deadline = time.monotonic() + wait_s
+        waited = False
         try:
-            taken = _scripts_for(self._url)[1](keys=[slots_key], args=[limit, ttl_ms, slot_id])
+            while True:
+                state = int(acquire(keys=keys, args=[limit, ttl_ms, slot_id, queue, waiter_ms]))
+                if state == 1:
+                    waited = False  # the script took it off the waiters
+                    return slot_id
+                if state < 0:
+                    raise QuotaExceeded(busy_message(limit, queue if may_wait else 0), 1)
+                waited = True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise QuotaExceeded(busy_message(limit, queue, waited_s=wait_s), 1)
+                with self._changed:
+                    self._changed.wait(min(left, POLL_S))
         except redis.RedisError as exc:
             self._failed("slot", exc)
             return None
-        if not taken:
-            raise QuotaExceeded(f"at most {limit} runs at once per token", 1)
-        return slot_id
+        finally:
+            if waited:
+                self._forget_waiter(keys[1], slot_id)
+
+    def _forget_waiter(self, waiters_key: str, slot_id: str) -> None:
+        try:
+            redis_client(self._url).zrem(waiters_key, slot_id)
+        except redis.RedisError as exc:  # it stops counting at the end of its wait
+            self._failed("forget waiter", exc)
 
     def _key(self, kind: str, key: object) -> str:
         return f"{self._prefix}{kind}:{key}"

@@ -58,8 +58,8 @@ def test_a_token_over_its_rate_gets_429_with_retry_after_and_nothing_runs(owner,
     assert stranger.post("/api/v1/exec", body).status_code == 200
 
 
-@override_settings(AGENTS_MAX_CONCURRENT_PER_TOKEN=1)
-def test_a_token_over_its_concurrency_cap_gets_429(owner):
+@override_settings(AGENTS_MAX_CONCURRENT_PER_TOKEN=1, AGENTS_SLOT_WAIT_S=0)
+def test_a_token_over_its_concurrency_cap_with_no_wait_gets_429_at_once(owner):
     key = ApiToken.objects.get(owner=owner.user).pk
     slow = {"code": "import time; time.sleep(3)", "timeout_s": 5}
     first: list[int] = []
@@ -72,6 +72,7 @@ def test_a_token_over_its_concurrency_cap_gets_429(owner):
     worker.join(30)
     assert denied.status_code == 429
     assert denied["Retry-After"] == "1"
+    assert denied.json() == {"error": "at most 1 runs at once per token"}
     assert first == [200]
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -124,3 +126,53 @@ def test_an_unreachable_redis_falls_back_to_the_in_process_limiter(
         with pytest.raises(QuotaExceeded), limiter.slot(7, limit=1):
             pass
     assert limiter.active(7) == 0
+
+
+def test_a_waiter_gets_the_slot_another_process_frees(make: Make):
+    first, second = make(), make()
+    outcome: list[str] = []
+
+    def waiter() -> None:
+        with second.slot(7, limit=1, wait_s=30, queue=1):
+            outcome.append("ran")
+
+    with first.slot(7, limit=1):
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        assert first.wait_for_waiting(7, 1, timeout=30)
+        assert outcome == []
+    thread.join(30)
+    assert outcome == ["ran"]
+    assert (first.active(7), first.waiting(7)) == (0, 0)
+
+
+def test_the_bound_on_waiters_is_shared_and_the_next_is_refused_at_once(make: Make):
+    first, second, third = make(), make(), make()
+
+    def wait_in_vain() -> None:
+        with pytest.raises(QuotaExceeded), second.slot(7, limit=1, wait_s=2.0, queue=1):
+            pass
+
+    with first.slot(7, limit=1):
+        waiter = threading.Thread(target=wait_in_vain)
+        waiter.start()
+        assert third.wait_for_waiting(7, 1, timeout=30)
+        started = time.monotonic()
+        with pytest.raises(QuotaExceeded) as denied, third.slot(7, limit=1, wait_s=30, queue=1):
+            pass
+        assert time.monotonic() - started < 1
+        assert "1 waiting for a slot" in str(denied.value)
+        waiter.join(30)
+    assert third.waiting(7) == 0
+
+
+def test_a_waiter_is_refused_at_its_deadline_and_stops_counting(make: Make):
+    first, second = make(), make()
+    with first.slot(7, limit=1):
+        started = time.monotonic()
+        with pytest.raises(QuotaExceeded) as denied, second.slot(7, limit=1, wait_s=0.3, queue=4):
+            pass
+        assert time.monotonic() - started >= 0.3
+        assert denied.value.retry_after_s == 1
+        assert "no slot came free in 0.3 s" in str(denied.value)
+        assert first.waiting(7) == 0

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote, urlencode
+
+# 429 (over the token's quota) and 503 (no capacity) mean nothing ran: asking again is safe.
+RETRY_STATUSES = frozenset({429, 503})
+_sleep = time.sleep  # tests record the waits instead
 
 
 class ApiError(Exception):
@@ -42,12 +49,20 @@ class ExecResult:
 
 
 class Client:
-    """`Client(url, token)`: url is the server's base address, e.g. http://127.0.0.1:8000."""
+    """`Client(url, token)`: url is the server's base address, e.g. http://127.0.0.1:8000.
 
-    def __init__(self, url: str, token: str, *, timeout_s: float = 120.0) -> None:
+    A 429 or 503 answer is retried up to `retries` times, each after the server's Retry-After
+    (else 0.5 s, doubling), as long as the waits add up to at most `max_retry_wait_s`; then the
+    ApiError is raised. `retries=0` turns retrying off.
+    """
+
+    def __init__(self, url: str, token: str, *, timeout_s: float = 120.0, retries: int = 4,
+                 max_retry_wait_s: float = 30.0) -> None:  # fmt: skip
         self.base = url.rstrip("/") + "/api/v1"
         self.token = token
         self.timeout_s = timeout_s
+        self.retries = retries
+        self.max_retry_wait_s = max_retry_wait_s
 
     def exec(self, code: str, *, files: dict[str, str] | None = None,
              interpreter_mode: bool = False, stdin: str | None = None,
@@ -71,6 +86,26 @@ class Client:
 
     def request(self, method: str, path: str, *, body: bytes | None = None,
                 content_type: str = "application/json") -> bytes:  # fmt: skip
+        waited_s = 0.0
+        for attempt in range(max(self.retries, 0) + 1):
+            try:
+                return self._send(method, path, body, content_type)
+            except ApiError as exc:
+                delay = self._retry_delay(exc, attempt, waited_s)
+                if delay is None:
+                    raise
+                _sleep(delay)
+                waited_s += delay
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _retry_delay(self, exc: ApiError, attempt: int, waited_s: float) -> float | None:
+        """How long to wait before asking again, or None to give up and raise."""
+        if exc.status not in RETRY_STATUSES or attempt >= self.retries:
+            return None
+        delay = exc.retry_after_s if exc.retry_after_s is not None else 0.5 * 2**attempt
+        return delay if waited_s + delay <= self.max_retry_wait_s else None
+
+    def _send(self, method: str, path: str, body: bytes | None, content_type: str) -> bytes:
         req = urllib.request.Request(self.base + path, data=body, method=method)  # noqa: S310
         req.add_header("Authorization", f"Bearer {self.token}")
         req.add_header("Accept", "application/json")
@@ -155,5 +190,21 @@ def _api_error(exc: urllib.error.HTTPError) -> ApiError:
         message = json.loads(raw)["error"]
     except (ValueError, KeyError, TypeError):
         message = raw.decode("utf-8", "replace")[:500] or exc.reason
-    retry = exc.headers.get("Retry-After")
-    return ApiError(exc.code, str(message), float(retry) if retry else None)
+    return ApiError(exc.code, str(message), _retry_after_s(exc.headers.get("Retry-After")))
+
+
+def _retry_after_s(value: str | None) -> float | None:
+    """Retry-After in seconds: delay-seconds or an HTTP date (RFC 9110); None if absent or bad."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())

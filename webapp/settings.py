@@ -7,10 +7,14 @@ in-process thread pool, bubblewrap sandbox. Production: DATABASE_URL (PostgreSQL
 
 from __future__ import annotations
 
+import os
 import secrets
+import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from webapp.env import (
     env_bool,
@@ -25,14 +29,38 @@ from webapp.env import (
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Resolved: sandbox mounts refuse paths that go through a symlink.
 VAR_DIR = Path(env_str("UNDOABLE_VAR_DIR", str(BASE_DIR / "var"))).resolve()
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+VAR_DIR.mkdir(mode=0o711, parents=True, exist_ok=True)
+
+
+def _private_var_dir(folder: Path) -> None:
+    # Traversable, not listable: sandboxes (another uid) reach the rootfs, workspaces and
+    # session folders inside; nobody else may list it. Our own files in it are 0600 below.
+    info = folder.stat()
+    if info.st_mode & stat.S_ISVTX:
+        raise ImproperlyConfigured(
+            f"UNDOABLE_VAR_DIR {folder} is a shared folder (sticky bit): give Undoable its own"
+        )
+    if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) != 0o711:
+        folder.chmod(0o711)
+
+
+def _private_file(path: Path) -> None:
+    """Create `path` if missing, 0600 either way (also a file an older version left readable)."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    os.chmod(path, 0o600, follow_symlinks=False)
+
+
+_private_var_dir(VAR_DIR)
+# The agent sessions' folder (webapp.executor_glue.session_config), likewise: 0711.
+(VAR_DIR / "sessions").mkdir(mode=0o711, exist_ok=True)
+_private_var_dir(VAR_DIR / "sessions")
 
 
 def _embedded_secret_key() -> str:
     # A single-machine install keeps its key in var/ so sessions survive restarts.
     path = VAR_DIR / "secret-key"
-    if not path.exists():
-        path.touch(mode=0o600)
+    _private_file(path)  # 0600, also a key an older version left readable
+    if not path.read_text().strip():
         path.write_text(secrets.token_urlsafe(50))
     return path.read_text().strip()
 
@@ -137,6 +165,23 @@ DATABASES = {
         "OPTIONS": dict(_SQLITE_OPTIONS),
     }
 }
+
+
+def _private_sqlite(config: Mapping[str, object]) -> None:
+    # SQLite gives its -wal, -shm and -journal files the database file's mode: 0600 covers them.
+    name = str(config.get("NAME") or "")
+    if config["ENGINE"] != "django.db.backends.sqlite3" or name in ("", ":memory:"):
+        return
+    path = Path(name)
+    if name.startswith("file:") or not path.parent.is_dir():
+        return
+    _private_file(path)
+    for suffix in ("-wal", "-shm", "-journal"):
+        if Path(f"{name}{suffix}").exists():
+            os.chmod(f"{name}{suffix}", 0o600, follow_symlinks=False)
+
+
+_private_sqlite(DATABASES["default"])
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -249,6 +294,8 @@ AGENTS_RATE_BURST = env_int("AGENTS_RATE_BURST", 600, minimum=1)
 # waiters hold an AGENTS_EXEC_THREADS thread, so running + waiting stays under that pool.
 AGENTS_MAX_CONCURRENT_PER_TOKEN = env_int("AGENTS_MAX_CONCURRENT_PER_TOKEN", 16, minimum=1)
 AGENTS_MAX_WAITING_PER_TOKEN = env_int("AGENTS_MAX_WAITING_PER_TOKEN", 8, minimum=0)
+WORKSPACES_ROOT.mkdir(mode=0o711, parents=True, exist_ok=True)
+_private_var_dir(WORKSPACES_ROOT)  # traversable by the sandbox uid, listable by nobody
 AGENTS_SLOT_WAIT_S = env_float("AGENTS_SLOT_WAIT_S", 5.0, minimum=0)
 AGENTS_MAX_BODY_BYTES = env_int("AGENTS_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
 AGENTS_MAX_CODE_BYTES = env_int("AGENTS_MAX_CODE_BYTES", 256 * 1024, minimum=1024)

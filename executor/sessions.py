@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from executor import cgroups, quota, session_files
+from executor.backends.bwrap import SANDBOX_UID
 from executor.errors import BackendUnavailable, ExecutorError, InvalidSpec, NoCapacity
 from executor.limits import Limits
 from executor.result import LimitName, RunResult
@@ -39,7 +40,6 @@ from executor.session_sandbox import ReplyTooLarge, SessionDied, SessionSandbox
 
 logger = logging.getLogger(__name__)
 
-NOBODY = 65534
 # A cell that ignores its alarm (stuck in C code) gets this long before the session is killed.
 _CELL_GRACE_S = 3.0
 
@@ -60,7 +60,7 @@ class SessionConfig:
     idle_timeout_s: float = 600.0
     max_lifetime_s: float = 3600.0
     max_sessions: int = 32
-    host_uid: int | None = NOBODY
+    host_uid: int | None = SANDBOX_UID
     use_cgroups: bool = True
     workdir_quota_mib: int = 256  # the workspace's bytes, all files together
     workdir_max_inodes: int = 100_000  # and its files and folders

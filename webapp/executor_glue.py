@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pwd
 import threading
 
 from django.conf import settings
@@ -23,6 +24,8 @@ logger = logging.getLogger(__name__)
 _lock = threading.Lock()
 _configured_pid: int | None = None
 _failure: str | None = None
+# An operator may name the sandbox uid with an account of its own (useradd --system).
+SANDBOX_ACCOUNT = "undoable-sandbox"
 
 
 def server_caps() -> Limits:
@@ -43,10 +46,27 @@ def _backend_options(caps: Limits) -> dict[str, object]:
     # can take one.
     options: dict[str, object] = {"warm_pool_size": settings.EXECUTOR_WARM_POOL_SIZE}
     if settings.EXECUTOR_BACKEND == "bwrap":
-        options.update(rootfs=str(settings.EXECUTOR_ROOTFS), pool_limits=caps)
+        options.update(
+            rootfs=str(settings.EXECUTOR_ROOTFS),
+            pool_limits=caps,
+            host_uid=settings.EXECUTOR_SANDBOX_UID,
+        )
     else:
         options.update(image=settings.EXECUTOR_DOCKER_IMAGE, limits=caps)
     return options
+
+
+def _check_sandbox_uid(uid: int) -> None:
+    """Refuse a sandbox uid that an account owns: a sandbox could signal or ptrace its processes."""
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return  # no account: only sandboxes run as it
+    if name != SANDBOX_ACCOUNT:
+        raise BackendUnavailable(
+            f"EXECUTOR_SANDBOX_UID {uid} belongs to the account {name!r}: sandboxes need a uid "
+            f"no other program runs as (one with no account, or the account {SANDBOX_ACCOUNT!r})"
+        )
 
 
 def ensure_executor() -> Backend:
@@ -63,6 +83,7 @@ def ensure_executor() -> Backend:
     with _lock:
         if _configured_pid != pid:
             try:
+                _check_sandbox_uid(settings.EXECUTOR_SANDBOX_UID)
                 caps = server_caps()
                 executor.configure(
                     backend=settings.EXECUTOR_BACKEND, caps=caps, **_backend_options(caps)
@@ -111,4 +132,5 @@ def session_config() -> SessionConfig:
         idle_timeout_s=settings.AGENTS_SESSION_IDLE_S,
         max_lifetime_s=settings.AGENTS_SESSION_MAX_LIFETIME_S,
         workdir_quota_mib=settings.AGENTS_SESSION_WORKDIR_QUOTA_MIB,
+        host_uid=settings.EXECUTOR_SANDBOX_UID,
     )

@@ -276,6 +276,8 @@ EXECUTOR_MAX_FILE_SIZE_MIB = env_int("EXECUTOR_MAX_FILE_SIZE_MIB", 64, minimum=1
 EXECUTOR_WORKDIR_QUOTA_MIB = env_int("EXECUTOR_WORKDIR_QUOTA_MIB", 256, minimum=1)
 # Tests reach local fake services (Slack-like API, PostgreSQL) through the egress proxy.
 EXECUTOR_EGRESS_ALLOW_PRIVATE = env_bool("EXECUTOR_EGRESS_ALLOW_PRIVATE", False)
+# Host uid of bwrap sandboxes when the server runs as root: no account or program may use it.
+EXECUTOR_SANDBOX_UID = env_int("EXECUTOR_SANDBOX_UID", 65600, minimum=1)
 
 # --- Undoable kinds (fs, db, rest) -----------------------------------------------------------
 WORKSPACES_ROOT = Path(env_str("UNDOABLE_WORKSPACES_ROOT", str(VAR_DIR / "workspaces"))).resolve()

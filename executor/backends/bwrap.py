@@ -32,7 +32,10 @@ from executor.streaming import OutputPump
 
 logger = logging.getLogger(__name__)
 
-NOBODY = 65534
+# The host uid sandboxes run as when we are root: a uid of their own, so `kill -1` or ptrace from
+# a sandbox reaches only other sandboxes. Not `nobody` (other daemons run as it) and outside the
+# ranges adduser, systemd (DynamicUser, homed, containers) and /etc/subuid hand out.
+SANDBOX_UID = 65600
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ class BwrapBackend:
     warm_pool_size: sandboxes kept started and waiting, so a run only pays for a fork.
     pool_limits: the limits pooled sandboxes are built for; a run uses the pool when its
         tmpfs sizes and network match and its wall time is not above the pool's.
-    host_uid: the unprivileged host uid bwrap runs as when we are root (default nobody).
+    host_uid: the unprivileged host uid bwrap runs as when we are root (SANDBOX_UID).
     use_cgroups: put each sandbox in its own memory/pids/cpu cgroup where the host allows.
     term_grace_s: time between SIGTERM and SIGKILL when a run times out or is cancelled.
     """
@@ -61,7 +64,7 @@ class BwrapBackend:
         warm_pool_size: int = 0,
         *,
         pool_limits: Limits | None = None,
-        host_uid: int | None = NOBODY,
+        host_uid: int | None = SANDBOX_UID,
         use_cgroups: bool = True,
         term_grace_s: float = 0.5,
         pool_max_idle_s: float = 300.0,

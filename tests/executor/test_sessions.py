@@ -17,7 +17,13 @@ from executor import quota, session_sandbox
 from executor.errors import ExecutorError, InvalidSpec
 from executor.limits import Limits
 from executor.session_files import FileMissing, WorkspaceFull
-from executor.sessions import SessionBusy, SessionConfig, SessionManager, SessionNotFound
+from executor.sessions import (
+    SANDBOX_UID,
+    SessionBusy,
+    SessionConfig,
+    SessionManager,
+    SessionNotFound,
+)
 
 ROOTFS = Path(__file__).resolve().parents[2] / "var" / "sandbox-rootfs"
 
@@ -261,7 +267,7 @@ def test_without_mount_privilege_the_manager_warns_once(manager_factory, monkeyp
     warnings = [r for r in caplog.records if "no quota" in r.getMessage()]
     assert len(warnings) == 2  # one per manager, none per session
     assert not mounted_anywhere(session.workdir)
-    assert os.stat(session.workdir).st_uid == 65534
+    assert os.stat(session.workdir).st_uid == SANDBOX_UID
 
 
 @pytest.mark.sabotage

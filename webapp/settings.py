@@ -236,6 +236,19 @@ CHANNEL_LAYERS = {
     else {"BACKEND": "channels.layers.InMemoryChannelLayer"}
 }
 
+# Django's cache: login throttle counters (webapp.accounts.throttle), shared by every web
+# process through Redis in production, in this process in the embedded mode.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "undoable",
+        "OPTIONS": {"socket_timeout": 2, "socket_connect_timeout": 2},
+    }
+    if REDIS_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
+
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 # Where fs/db/rest runs go (webapp.queries.services.run_queue); empty: the default queue.
 RUNS_KINDS_QUEUE = env_str("UNDOABLE_KINDS_QUEUE", "")
@@ -352,5 +365,15 @@ SOCIAL_AUTH_PIPELINE = (
     "webapp.accounts.pipeline.load_extra_data_without_tokens",
     "social_core.pipeline.user.user_details",
 )
-# Local username/password sign-up; turn off where only Google (or admin-made) accounts may enter.
-ACCOUNTS_ALLOW_SIGNUP = env_bool("UNDOABLE_ALLOW_SIGNUP", True)
+# Local username/password sign-up. Open by default only on the embedded single machine: where
+# the public may reach a production install, each free account would be another set of per-user
+# caps. Turn it off where only Google (or admin-made) accounts may enter.
+ACCOUNTS_ALLOW_SIGNUP = env_bool("UNDOABLE_ALLOW_SIGNUP", not (REDIS_URL or DATABASE_URL))
+# Login throttling (webapp.accounts.throttle): this many wrong passwords for one username, or
+# from one client address, within the window lock that username or address out for a while.
+ACCOUNTS_LOGIN_MAX_FAILURES = env_int("UNDOABLE_LOGIN_MAX_FAILURES", 5, minimum=1)
+ACCOUNTS_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int(
+    "UNDOABLE_LOGIN_MAX_FAILURES_PER_ADDRESS", 20, minimum=1
+)
+ACCOUNTS_LOGIN_FAILURE_WINDOW_S = env_int("UNDOABLE_LOGIN_FAILURE_WINDOW_S", 60, minimum=1)
+ACCOUNTS_LOGIN_LOCKOUT_S = env_int("UNDOABLE_LOGIN_LOCKOUT_S", 300, minimum=1)

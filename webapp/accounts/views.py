@@ -8,18 +8,33 @@ from django.conf import settings
 from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from webapp.accounts.authed import AuthedHttpRequest
-from webapp.accounts.forms import SignupForm
+from webapp.accounts.forms import SignupForm, ThrottledAuthenticationForm
 
 logger = logging.getLogger(__name__)
 
-login_view = auth_views.LoginView.as_view(
-    template_name="accounts/login.html", redirect_authenticated_user=True
-)
+
+class ThrottledLoginView(auth_views.LoginView):
+    """Django's login view with ThrottledAuthenticationForm: a locked-out attempt is a 429."""
+
+    form_class = ThrottledAuthenticationForm
+    template_name = "accounts/login.html"
+    redirect_authenticated_user = True
+
+    def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
+        response = super().form_invalid(form)
+        if isinstance(form, ThrottledAuthenticationForm) and form.retry_after_s is not None:
+            response.status_code = 429
+            response["Retry-After"] = str(form.retry_after_s)
+        return response
+
+
+login_view = ThrottledLoginView.as_view()
 logout_view = auth_views.LogoutView.as_view()  # POST only (Django 5)
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import sys
 import types
+from pathlib import Path
 
 import pytest
 import requests
 
-from webapp.agents.client import ApiError, Client
-from webapp.agents.client.tools import CodeExecTool, strip_code_fences, tool_schema
+# The client is its own package (clients/python); the tests use it from the source tree.
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "clients" / "python" / "src"))
+from undoable_client import ApiError, Client  # noqa: E402
+from undoable_client.tools import CodeExecTool, strip_code_fences, tool_schema  # noqa: E402
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("sessions")]
 

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from django.test import override_settings
 
-from webapp.agents.client import ApiError, Client
-from webapp.agents.client import client as client_module
 from webapp.agents.models import ApiToken
 from webapp.agents.ratelimit import get_limiter
+
+# The client is its own package (clients/python); the tests use it from the source tree.
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "clients" / "python" / "src"))
+from undoable_client import ApiError, Client  # noqa: E402
+from undoable_client import client as client_module  # noqa: E402
 
 OK = {"stdout": "2\n", "stderr": "", "exit_code": 0, "signal": None, "limit": None,
       "timed_out": False, "oom_killed": False, "truncated": False, "duration_ms": 3}  # fmt: skip

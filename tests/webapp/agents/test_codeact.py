@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 from openai import OpenAI
 
 from tests.fakes.llm_server import FakeLLMServer, content
-from webapp.agents.client import Client
-from webapp.agents.client.codeact import openai_llm, solve, truncate_observation
+
+# The client is its own package (clients/python); the tests use it from the source tree.
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "clients" / "python" / "src"))
+from undoable_client import Client  # noqa: E402
+from undoable_client.codeact import openai_llm, solve, truncate_observation  # noqa: E402
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("sessions")]
 

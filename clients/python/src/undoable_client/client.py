@@ -1,4 +1,4 @@
-"""HTTP client for /api/v1/exec and /api/v1/sessions (urllib, no third-party dependency)."""
+"""The synchronous client for /api/v1/exec and /api/v1/sessions, on urllib."""
 
 from __future__ import annotations
 
@@ -7,45 +7,16 @@ import json
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from undoable_client.models import ApiError, ExecResult
+
 # 429 (over the token's quota) and 503 (no capacity) mean nothing ran: asking again is safe.
 RETRY_STATUSES = frozenset({429, 503})
 _sleep = time.sleep  # tests record the waits instead
-
-
-class ApiError(Exception):
-    """The server answered with an error status; `message` is its {"error": ...} text."""
-
-    def __init__(self, status: int, message: str, retry_after_s: float | None = None) -> None:
-        super().__init__(f"{status}: {message}")
-        self.status = status
-        self.message = message
-        self.retry_after_s = retry_after_s
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    stdout: str
-    stderr: str
-    exit_code: int | None
-    timed_out: bool
-    oom_killed: bool
-    truncated: bool
-    duration_ms: int
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out
-
-    @property
-    def output(self) -> str:
-        """stdout then stderr, what a person would want to read."""
-        return self.stdout + self.stderr
 
 
 class Client:
@@ -77,7 +48,7 @@ class Client:
             body["stdin"] = stdin
         if timeout_s is not None:
             body["timeout_s"] = timeout_s
-        return _result(self._json("POST", "/exec", body))
+        return ExecResult.from_json(self._json("POST", "/exec", body))
 
     def session(self) -> Session:
         """Start a stateful session; use it as a context manager so it is always deleted."""
@@ -138,7 +109,7 @@ class Session:
         body: dict[str, Any] = {"code": code, "language": language}
         if timeout_s is not None:
             body["timeout_s"] = timeout_s
-        return _result(self.client._json("POST", self._path + "/exec", body))
+        return ExecResult.from_json(self.client._json("POST", self._path + "/exec", body))
 
     def bash(self, command: str, *, timeout_s: float | None = None) -> ExecResult:
         return self.exec(command, language="bash", timeout_s=timeout_s)
@@ -178,10 +149,6 @@ class Session:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:  # fmt: skip
         self.close()
-
-
-def _result(data: dict[str, Any]) -> ExecResult:
-    return ExecResult(**{name: data[name] for name in ExecResult.__dataclass_fields__})
 
 
 def _api_error(exc: urllib.error.HTTPError) -> ApiError:

@@ -1,7 +1,7 @@
 """A CodeAct loop: the model acts by writing Python, sees what it printed, and tries again.
 
-    from webapp.agents.client import Client
-    from webapp.agents.client.codeact import openai_llm, solve
+    from undoable_client import Client
+    from undoable_client.codeact import openai_llm, solve
     result = solve("What is the 30th prime?", openai_llm(OpenAI(...), "gpt-4o-mini"),
                    max_turns=6, client=Client(url, token))
     result.answer
@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from webapp.agents.client.client import Client
-from webapp.agents.client.tools import format_output
+from undoable_client.client import Client
+from undoable_client.tools import format_output
 
 Message = dict[str, str]
 LLM = Callable[[list[Message]], str]

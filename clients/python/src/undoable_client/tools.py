@@ -12,7 +12,8 @@ import json
 import re
 from typing import Any
 
-from webapp.agents.client.client import Client, ExecResult
+from undoable_client.client import Client
+from undoable_client.models import ExecResult
 
 TOOL_NAME = "execute_python"
 _DESCRIPTION = (

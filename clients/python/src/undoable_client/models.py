@@ -1,0 +1,50 @@
+"""What the API answers with: the result of a run, and the error a failed request raises."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+LimitName = Literal["wall_time", "cpu_time", "memory", "output", "pids", "file_size"]
+
+
+class ApiError(Exception):
+    """The server answered with an error status; `message` is its {"error": ...} text.
+
+    `retry_after_s` is the server's Retry-After in seconds (429 and 503), else None.
+    """
+
+    def __init__(self, status: int, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """One run: `POST /api/v1/exec` or a session's exec, as JSON."""
+
+    stdout: str
+    stderr: str
+    exit_code: int | None  # None when a signal killed the program
+    timed_out: bool
+    oom_killed: bool
+    truncated: bool
+    duration_ms: int
+    signal: int | None = None  # the signal that killed the program, if one did
+    limit: LimitName | None = None  # the limit that stopped the run, if one did
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    @property
+    def output(self) -> str:
+        """stdout then stderr, what a person would want to read."""
+        return self.stdout + self.stderr
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ExecResult:
+        """Build from the server's JSON; fields this client does not know are ignored."""
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})

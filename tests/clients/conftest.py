@@ -1,0 +1,16 @@
+"""The client package's tests: the agent API's personas, and the package on sys.path.
+
+The package lives in clients/python/src; tests here import it from there without installing it
+(test_client_package installs it into a venv of its own).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tests.webapp.agents.conftest import _fresh_quota, owner, sessions  # noqa: F401 (fixtures)
+
+CLIENT_SRC = Path(__file__).resolve().parents[2] / "clients" / "python" / "src"
+if str(CLIENT_SRC) not in sys.path:
+    sys.path.insert(0, str(CLIENT_SRC))

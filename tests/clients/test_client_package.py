@@ -1,0 +1,75 @@
+"""The client is a package of its own: it installs into an empty venv, imports with no Django or
+Celery there, and runs code against a live server in both its flavours."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "clients" / "python"
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("sessions")]
+
+# Runs in the empty venv: argv[1:3] are the server's URL and a token.
+SCRIPT = r"""
+import asyncio
+import importlib.util
+import sys
+
+from undoable_client import AsyncClient, Client
+
+print([name for name in ("django", "celery", "webapp") if importlib.util.find_spec(name)])
+url, token = sys.argv[1:3]
+print(Client(url, token).exec("print(6 * 7)").stdout, end="")
+
+
+async def main():
+    client = AsyncClient(url, token)
+    print((await client.exec("print('async')")).stdout, end="")
+    async with await client.session() as session:
+        await session.exec("x = 40")
+        print((await session.exec("x + 2")).stdout, end="")
+
+
+asyncio.run(main())
+"""
+
+
+@pytest.fixture(scope="module")
+def client_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv with the client package installed and nothing else, not even pip."""
+    root = tmp_path_factory.mktemp("client-venv")
+    source = shutil.copytree(PACKAGE, root / "source")  # the build writes next to its source
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    python = venv / "bin" / "python"
+    # The running pip installs into that venv (--python). Setuptools builds the wheel in an
+    # isolated environment it gets from the package index: the package itself needs nothing.
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps",
+         "--no-input", source],
+        check=True, timeout=300,
+    )  # fmt: skip
+    return python
+
+
+def test_the_client_package_is_all_an_empty_venv_gets(client_venv):
+    site = subprocess.run(
+        [client_venv, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    installed = {p.name for p in Path(site).iterdir()}
+    assert installed == {"undoable_client", "undoable_client-0.1.0.dist-info"}
+
+
+def test_the_installed_client_runs_code_with_no_django_present(client_venv, live_server, owner):
+    done = subprocess.run(
+        [client_venv, "-c", SCRIPT, live_server.url, owner.token],
+        capture_output=True, text=True, timeout=120, cwd=client_venv.parent,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "[]\n42\nasync\n42\n"

@@ -1,0 +1,37 @@
+"""The query page names its two undo actions apart and explains each (issue 16, finding 8)."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from tests.factories import QueryFactory, RunFactory
+from tests.webapp.workspaces.conftest import workspaces_root  # noqa: F401
+from webapp.workspaces.models import ChangeStatus, PendingChange
+
+pytestmark = pytest.mark.usefixtures("workspaces_root")
+
+
+def test_the_reverse_program_button_says_what_it_runs(owner, owner_client) -> None:
+    query = QueryFactory(owner=owner, kind="fs")
+    page = owner_client.get(reverse("queries:query-detail", args=[query.pk])).content.decode()
+    assert ">Run reverse program</button>" in page
+    assert "Run undo" not in page
+    assert 'title="Runs the reverse code' in page
+
+
+def test_a_pending_change_is_kept_or_discarded_with_a_tooltip_for_each(owner, owner_client) -> None:
+    query = QueryFactory(owner=owner, kind="db")
+    PendingChange.objects.create(
+        run=RunFactory(query=query), kind="db", status=ChangeStatus.PENDING
+    )
+    panel = owner_client.get(reverse("workspaces:panel", args=[query.pk])).content.decode()
+    assert (
+        'data-testid="keep" title="Apply this change for good (commit the transaction).">Keep<'
+        in panel
+    )
+    assert ">Discard changes</button>" in panel
+    assert (
+        'data-testid="undo" title="Throw this pending change away (roll the transaction back)'
+        in panel
+    )

@@ -3,18 +3,37 @@
 (function () {
   "use strict";
 
+  // The page's hint ("Run the forward code…") stays until there is output to show: a reset
+  // replaces it by another hint, and the first write clears it.
   function OutputConsole(element) {
     this.el = element;
-    this.ansi = null;
+    this.ansi = new window.UndoableEditor.AnsiUp();
+    this.ansi.use_classes = false;
     this.line = null;
-    this.reset();
+    this.placeholder = element.querySelector(".console-empty");
   }
 
-  OutputConsole.prototype.reset = function () {
+  OutputConsole.prototype.reset = function (hint) {
     this.el.textContent = "";
     this.ansi = new window.UndoableEditor.AnsiUp();
     this.ansi.use_classes = false;
-    this.line = this._newLine();
+    this.line = null;
+    this.hint(hint || "");
+  };
+
+  OutputConsole.prototype.hint = function (text) {
+    if (!this.isEmpty()) return;
+    if (!this.placeholder) {
+      this.placeholder = document.createElement("span");
+      this.placeholder.className = "console-empty";
+    }
+    this.placeholder.textContent = text;
+    if (text && !this.placeholder.parentNode) this.el.appendChild(this.placeholder);
+    if (!text && this.placeholder.parentNode) this.el.removeChild(this.placeholder);
+  };
+
+  OutputConsole.prototype.isEmpty = function () {
+    return this.line === null;
   };
 
   OutputConsole.prototype._newLine = function () {
@@ -26,6 +45,10 @@
 
   // Append `text` from `stream` (stdout | stderr | system).
   OutputConsole.prototype.write = function (stream, text) {
+    if (this.line === null) {
+      if (this.placeholder && this.placeholder.parentNode) this.el.removeChild(this.placeholder);
+      this.line = this._newLine();
+    }
     var stick = this.el.scrollTop + this.el.clientHeight >= this.el.scrollHeight - 8;
     var parts = text.split(/(\r\n|\r|\n)/);
     for (var i = 0; i < parts.length; i++) {
@@ -47,7 +70,7 @@
   };
 
   OutputConsole.prototype.plainText = function () {
-    return this.el.textContent;
+    return this.isEmpty() ? "" : this.el.textContent;
   };
 
   OutputConsole.prototype.copy = function () {

@@ -15,6 +15,8 @@
   var fixNote = document.querySelector("[data-fix-note]");
   var saveState = document.querySelector("[data-save-state]");
   var runLabel = document.querySelector("[data-console-run]");
+  var reasonBox = document.querySelector("[data-run-reason]");
+  var goCredentials = document.querySelector("[data-go-credentials]");
   var dark = window.UndoableTheme ? window.UndoableTheme.isDark() : false;
   var editors = {};
   var diffs = {};
@@ -155,13 +157,39 @@
     badge.textContent = describe(status);
     badge.setAttribute("data-status", status.status);
     stopButton.disabled = final;
-    if (fixButton) fixButton.hidden = !(final && (status.status === "failed" || status.status === "timed_out"));
+    // The model can only help when the program itself failed, not a missing credential or a limit.
+    if (fixButton) fixButton.hidden = !(final && status.failure === "program");
+    showReason(final ? status : null);
+    if (final && consoleView.isEmpty()) consoleView.hint("This run printed nothing.");
     if (final) refreshRunList();
   }
 
+  // Why the run did not succeed and the next step (the server words both: status.reason,
+  // status.next_step); a missing credential also offers the way to the credentials panel.
+  function showReason(status) {
+    var kind = status && status.failure;
+    reasonBox.hidden = !kind;
+    reasonBox.setAttribute("data-failure", kind || "");
+    reasonBox.querySelector("[data-run-reason-why]").textContent = kind ? status.reason : "";
+    reasonBox.querySelector("[data-run-reason-next]").textContent = kind ? status.next_step : "";
+    goCredentials.hidden = kind !== "missing_credential";
+  }
+
+  goCredentials.addEventListener("click", function (event) {
+    var card = document.getElementById("credentials");
+    var name = card.querySelector("[data-credential-input-name]");
+    var value = card.querySelector("[data-credential-input-value]");
+    if (!name) return;
+    event.preventDefault();
+    card.scrollIntoView({ block: "center" });
+    var missing = window.UndoableCredentials ? window.UndoableCredentials.missing(data.credentialNames || []) : [];
+    if (missing.length && !name.value) name.value = missing[0];
+    (name.value ? value : name).focus();
+  });
+
   function follow(run) {
     if (current && current.stream) current.stream.close();
-    consoleView.reset();
+    consoleView.reset("Waiting for output…");
     runLabel.textContent = "· run #" + run.run.run_id + " (" + (run.direction || "forward") + ")";
     current = { id: run.run.run_id, cancelUrl: run.cancel_url, fixUrl: run.fix_url, direction: run.direction || "forward" };
     showStatus(run.run);

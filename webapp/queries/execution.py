@@ -23,7 +23,7 @@ from webapp.queries import cancel as cancel_signal
 from webapp.queries.models import Run, RunStatus
 from webapp.queries.publish import publish_run_event
 from webapp.queries.sink import OutputSink
-from webapp.queries.status import status_event
+from webapp.queries.status import run_failure_log, status_event
 from webapp.reliability import conf
 from webapp.reliability.workers import current_worker
 
@@ -214,7 +214,10 @@ def _finish(run: Run, sink: OutputSink, status: Any, *, error: str) -> bool:
         )
         return False
     publish_run_event(run.pk, status_event(run))
-    logger.info(
-        "run finished", extra={"run_id": run.pk, "status": status, "exit_code": run.exit_code}
-    )
+    if status in (RunStatus.FAILED, RunStatus.TIMED_OUT):
+        run_failure_log(run)
+    else:
+        logger.info(
+            "run finished", extra={"run_id": run.pk, "status": status, "exit_code": run.exit_code}
+        )
     return True

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
+# Why a finished run did not succeed: the program's own failure is the only one "Fix with the
+# model" can help with.
+FailureKind = Literal["missing_credential", "limit", "program", "stopped", "system"]
+
 
 class ChunkPayload(TypedDict):
     """One numbered piece of output; the browser drops any seq it has already shown."""
@@ -25,6 +29,9 @@ class StatusPayload(TypedDict):
     limit: str | None  # the limit that stopped the run (RunResult.limit), None if none did
     duration_ms: int | None
     error: str
+    failure: FailureKind | None  # None while running and for a run that succeeded
+    reason: str  # why it did not succeed, one sentence ("" if it did)
+    next_step: str  # what to do about it ("" if it succeeded)
     truncated: bool
     last_seq: int  # the highest seq stored when this was sent
 

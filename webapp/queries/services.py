@@ -20,7 +20,7 @@ from webapp.credentials.handoff import credentials_stash
 from webapp.queries import cancel as cancel_signal
 from webapp.queries.models import Query, QueryKind, Run, RunDirection, RunStatus
 from webapp.queries.publish import publish_run_event
-from webapp.queries.status import status_event
+from webapp.queries.status import run_failure_log, status_event
 
 logger = logging.getLogger(__name__)
 
@@ -243,6 +243,7 @@ def run_fail(*, run: Run, error: str) -> Run:
     run.refresh_from_db()
     if updated:
         publish_run_event(run.pk, status_event(run))
+        run_failure_log(run)
     return run
 
 

@@ -23,7 +23,7 @@ from webapp.queries.examples import EXAMPLE_PROMPTS
 from webapp.queries.forms import HandWrittenForm, PromptForm, RunBody, SaveBody
 from webapp.queries.models import Query, RunDirection
 from webapp.queries.selectors import get_query_for_user, get_run_for_user, run_list_for_query
-from webapp.queries.status import status_payload
+from webapp.queries.status import run_failure, status_payload
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +109,7 @@ def query_detail(request: HttpRequest, query_id: int) -> HttpResponse:
             "query": query,
             "runs": runs,
             "latest": latest,
+            "latest_failure": run_failure(latest) if latest else None,
             "llm_configured": llm.llm_configured(),
             "executor_problem": _sandbox_problem(),
             "confirm_phrase": services.CONFIRM_PHRASE,

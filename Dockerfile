@@ -62,14 +62,15 @@ RUN apt-get update -qq \
 ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=/app \
     PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_BREAK_SYSTEM_PACKAGES=1
 WORKDIR /app
-# Dependencies first, in their own layer, so a code change does not reinstall them.
-# `var/docker-ca.cr[t]` matches nothing when there is no extra CA; pyproject.toml keeps the COPY
-# valid either way.
-COPY pyproject.toml var/docker-ca.cr[t] /tmp/build/
-RUN python3 -c "import tomllib; print('\\n'.join(tomllib.load(open('/tmp/build/pyproject.toml', 'rb'))['project']['dependencies']))" \
+# Dependencies first, in their own layer, so a code change does not reinstall them: the runtime
+# ones and the `docker` extra (this image runs the Docker backend), at the versions of the
+# constraints file that `make` uses too. `var/docker-ca.cr[t]` matches nothing when there is no
+# extra CA; pyproject.toml keeps the COPY valid either way.
+COPY pyproject.toml requirements/constraints.txt var/docker-ca.cr[t] /tmp/build/
+RUN python3 -c "import tomllib; p = tomllib.load(open('/tmp/build/pyproject.toml', 'rb'))['project']; print('\\n'.join(p['dependencies'] + p['optional-dependencies']['docker']))" \
         > /tmp/build/requirements.txt \
     && if [ -f /tmp/build/docker-ca.crt ]; then export PIP_CERT=/tmp/build/docker-ca.crt; fi \
-    && python3 -m pip install -q -r /tmp/build/requirements.txt \
+    && python3 -m pip install -q -c /tmp/build/constraints.txt -r /tmp/build/requirements.txt \
     && rm -rf /tmp/build
 COPY manage.py ./
 COPY executor ./executor

@@ -11,11 +11,15 @@ PORT ?= 8000
 # Every Python package version, runtime and dev, comes from here (`make constraints` rewrites it).
 CONSTRAINTS := requirements/constraints.txt
 PIP_INSTALL = $(PY) -m pip install -q -c $(CONSTRAINTS)
+# What the run path needs from the system: bwrap and libseccomp (the sandbox), debootstrap and
+# Debian's keyring (its root filesystem), a C compiler with the static libc (the launcher).
+APT_PACKAGES ?= bubblewrap libseccomp2 debootstrap debian-archive-keyring gcc libc6-dev
+
 .PHONY: run test test-unit test-browser test-sabotage test-fault compose-smoke bench loadtest lint format sandbox-image sandbox-rootfs \
         sandbox launcher docker-image prereqs migrate frontend clean constraints
 
 # The runtime dependencies only: what `make run` serves with.
-$(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS) | prereqs
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PIP_INSTALL) -e .
@@ -29,8 +33,25 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	$(PY) -m pip install -q --no-deps replit-code-exec==0.0.1
 	touch $@
 
+# Installs the missing system packages when run as root (Debian/Ubuntu); otherwise names them.
 prereqs:
-	@command -v bwrap >/dev/null && command -v $(CC) >/dev/null || { echo "bubblewrap or a C compiler is missing. Run: sudo apt-get install -y bubblewrap debootstrap gcc libc6-dev"; exit 1; }
+	@if ! command -v dpkg-query >/dev/null; then \
+	  for c in bwrap debootstrap $(CC); do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
+	  if [ -n "$$missing" ]; then echo "Missing:$$missing. Install bubblewrap, libseccomp, debootstrap and a C compiler with a static libc."; exit 1; fi; \
+	  exit 0; \
+	fi; \
+	missing=$$(dpkg-query -W -f='$${Package} $${db:Status-Status}\n' $(APT_PACKAGES) 2>/dev/null | awk '$$2 == "installed" {ok[$$1] = 1} END {n = split("$(APT_PACKAGES)", want, " "); for (i = 1; i <= n; i++) if (!ok[want[i]]) printf " %s", want[i]}'); \
+	$(PYTHON) -c 'import sys, ensurepip, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || missing="$$missing python3 python3-venv"; \
+	[ -z "$$missing" ] && exit 0; \
+	if [ "$$(id -u)" != 0 ]; then \
+	  echo "Missing system packages. Run: sudo apt-get update && sudo apt-get install -y --no-install-recommends$$missing"; \
+	  exit 1; \
+	fi; \
+	echo "+ apt-get update && apt-get install -y --no-install-recommends$$missing"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	$(PYTHON) -c 'import sys, ensurepip, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "$(PYTHON) must be Python >= 3.11 with venv; name another with PYTHON=..."; exit 1; }
 
 # Rewrite $(CONSTRAINTS) from pyproject.toml (runtime + dev + docker), keeping the pins that
 # still fit; `make constraints PIP_COMPILE_ARGS=--upgrade` moves everything to the newest.
@@ -66,6 +87,10 @@ migrate: $(VENV)/.installed
 	$(PY) manage.py migrate --noinput
 
 run: $(VENV)/.installed sandbox migrate
+	@signup=$$($(PY) manage.py shell --no-imports -c 'from django.conf import settings; print(int(settings.ACCOUNTS_ALLOW_SIGNUP))'); \
+	echo; echo "Undoable: http://$(HOST):$(PORT)/"; \
+	echo "First account: $(PY) manage.py createsuperuser"; \
+	if [ "$$signup" = 1 ]; then echo "  or sign up at http://$(HOST):$(PORT)/accounts/signup/"; fi; echo
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) webapp.asgi:application
 
 test: $(VENV)/.installed-dev sandbox test-unit test-browser test-fault

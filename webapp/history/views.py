@@ -7,12 +7,14 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_POST
 
 from webapp.accounts.authed import AuthedHttpRequest
 from webapp.history.selectors import history_list_for_user
 from webapp.history.services import query_delete
+from webapp.queries.models import QueryKind
 from webapp.queries.selectors import get_query_for_user
 from webapp.queries.services import ConfirmationRequired, query_run
 
@@ -35,6 +37,11 @@ def history_list_view(request: AuthedHttpRequest) -> HttpResponse:
 @require_POST
 def history_rerun_view(request: HttpRequest, query_id: int) -> HttpResponse:
     query = get_query_for_user(request.user, query_id)
+    if query.kind != QueryKind.PYTHON:
+        # Files, a database or a remote API: never again in one click (it would post to Slack
+        # again). The query's page runs it, with the same confirmations as a first run.
+        detail = reverse("queries:query-detail", args=[query.pk])
+        return redirect(f"{detail}?rerun=1")
     credentials = {
         key.removeprefix(CREDENTIAL_FIELD): request.POST[key]
         for key in request.POST

@@ -113,6 +113,8 @@ def query_detail(request: HttpRequest, query_id: int) -> HttpResponse:
             "llm_configured": llm.llm_configured(),
             "executor_problem": _sandbox_problem(),
             "confirm_phrase": services.CONFIRM_PHRASE,
+            # History's Re-run of an action outside the sandbox lands here instead of running.
+            "rerun_requested": request.GET.get("rerun") == "1",
             "page_data": {
                 "queryId": query.pk,
                 "saveUrl": reverse("queries:query-save", args=[query.pk]),

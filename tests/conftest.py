@@ -1,15 +1,122 @@
-"""Fixtures shared across the whole test tree. Keep it small; suites add their own conftest."""
+"""Fixtures shared across the whole test tree. Keep it small; suites add their own conftest.
+
+The session's private servers (tests/servers.py) start on first use: `redis_server` and
+`postgres_server`. Missing prerequisites are one line each (tests/prerequisites.py).
+"""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
+from tests import prerequisites, servers
+from tests.prerequisites import MISSING, DockerImage, OptionalPiece, required
+from tests.servers import postgres_problem
+
 REPO = Path(__file__).resolve().parents[1]
+
+# --- prerequisites -------------------------------------------------------------------------
+
+# Fixtures that run real sandboxes: a session that uses any of them needs bwrap & co.
+SANDBOX_FIXTURES = {"sandbox_rootfs", "backend", "sandbox_backend"}
+OPTIONAL = {
+    "docker": OptionalPiece("DOCKER", "Docker backend", DockerImage()),
+    "postgres_server": OptionalPiece("POSTGRES", "PostgreSQL", lambda say: postgres_problem()),
+}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if any(SANDBOX_FIXTURES & set(getattr(item, "fixturenames", ()))
+           for item in session.items):  # fmt: skip
+        problems = prerequisites.sandbox_problems()
+        if problems:
+            pytest.exit("; ".join(problems), returncode=MISSING)
+
+
+def _say(config: pytest.Config, line: str) -> None:
+    """One line on the terminal, also while a test's output is being captured."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+    reporter = config.pluginmanager.getplugin("terminalreporter")
+    if reporter is None:
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.write_line(line)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests of an optional piece (docker-marked, or using `postgres_server`): the piece is
+    checked once (the Docker image built if need be); without it they are skipped here, so that
+    one summary line says why, not one error per test."""
+    needs = {"docker"} if item.get_closest_marker("docker") else set()
+    needs |= {"postgres_server"} & set(getattr(item, "fixturenames", ()))
+    for need in sorted(needs):
+        piece = OPTIONAL[need]
+        problem = piece.ensure(lambda line: _say(item.config, line))
+        if problem is None:
+            continue
+        if required(piece.piece):
+            pytest.exit(f"UNDOABLE_REQUIRE_{piece.piece}=1 but {problem}", returncode=MISSING)
+        piece.skipped += 1
+        pytest.skip(f"{problem} (UNDOABLE_REQUIRE_{piece.piece}=1 makes this a failure)")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for piece in OPTIONAL.values():
+        if piece.skipped:
+            line = f"{piece.label}: {piece.skipped} tests skipped: {piece.problem}"
+            terminalreporter.write_line(line, yellow=True)
+
+
+# --- private servers -----------------------------------------------------------------------
+
+_ROOTS: list[servers.ServerRoot] = []
+
+
+@pytest.fixture(scope="session")
+def server_root() -> Iterator[servers.ServerRoot]:
+    """The session's folder for its servers (and their watchdog)."""
+    root = servers.ServerRoot()
+    _ROOTS.append(root)
+    try:
+        yield root
+    finally:
+        root.close()
+
+
+@pytest.fixture(scope="session")
+def redis_server(server_root: servers.ServerRoot) -> servers.RedisServer:
+    """A private redis-server for the session: tests pick a database with `.url(db)`."""
+    problem = servers.redis_problem()
+    if problem:
+        pytest.exit(problem, returncode=MISSING)
+    server = servers.RedisServer(server_root.path / "redis")
+    server_root.add(server)
+    assert server.process is not None
+    server_root.pids.add(server.process.pid)
+    return server
+
+
+@pytest.fixture(scope="session")
+def postgres_server(server_root: servers.ServerRoot) -> servers.PostgresServer:
+    """A private PostgreSQL cluster for the session: `.database()` makes a fresh database."""
+    server = servers.PostgresServer(server_root.path / "pg")
+    server_root.add(server)
+    server_root.pids.add(server.pid)
+    return server
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """After the fixtures' teardown: no process of the session's servers may be left."""
+    left = [line for root in _ROOTS for line in servers.survivors(root.path, root.pids)]
+    if left:
+        _say(session.config, "server processes outlived the session: " + "; ".join(left))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
 
 # --- executor ------------------------------------------------------------------------------
 
@@ -17,21 +124,23 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="session")
 def sandbox_rootfs() -> Path:
     """The sandbox root filesystem both backends run programs on (built by make)."""
-    rootfs = REPO / "var" / "sandbox-rootfs"
-    if not (rootfs / "etc" / "undoable-rootfs-built").exists():
-        pytest.fail(f"no sandbox root filesystem in {rootfs}: run `make sandbox-rootfs`")
-    return rootfs
+    if not prerequisites.ROOTFS_STAMP.exists():
+        pytest.exit(
+            f"no sandbox root filesystem in {prerequisites.ROOTFS}: run `make sandbox-rootfs`",
+            returncode=MISSING,
+        )
+    return prerequisites.ROOTFS
 
 
 @pytest.fixture(scope="session")
 def docker_missing() -> Callable[[str], NoReturn]:
-    """Call with a reason when Docker or the sandbox image is not there.
+    """Call with a reason when the Docker backend cannot be built although the engine is there.
 
     CI sets UNDOABLE_REQUIRE_DOCKER=1 and then this fails loudly; elsewhere it skips, saying why.
     """
 
     def missing(reason: str) -> NoReturn:
-        if os.environ.get("UNDOABLE_REQUIRE_DOCKER") == "1":
+        if required("DOCKER"):
             pytest.fail(f"UNDOABLE_REQUIRE_DOCKER=1 but {reason}")
         pytest.skip(f"{reason} (set UNDOABLE_REQUIRE_DOCKER=1 to make this a failure)")
 

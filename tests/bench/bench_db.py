@@ -24,16 +24,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # run as a plain script from anywhere
-sys.path.insert(0, str(REPO / "tests" / "executor" / "kinds"))
 
 import psycopg  # noqa: E402
-from postgres_server import PostgresServer  # noqa: E402
 
 from executor.backends.bwrap import BwrapBackend  # noqa: E402
 from executor.kinds import db  # noqa: E402
 from executor.kinds.fs import FsWorkspace  # noqa: E402
 from executor.limits import Limits  # noqa: E402
 from executor.spec import RunSpec  # noqa: E402
+from tests.servers import PostgresServer  # noqa: E402
 
 LIMITS = Limits(wall_time_s=120, cpu_time_s=120)
 

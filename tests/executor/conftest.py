@@ -4,8 +4,10 @@
 runs against bwrap and against Docker. UNDOABLE_TEST_BACKENDS (comma list, default
 "bwrap,docker") narrows that; "unsandboxed" is accepted too, to try the suite itself against
 the unsafe backend (its deny tests must then fail; test_sabotage.py proves that on its own).
-UNDOABLE_SANDBOX_IMAGE picks another Docker image. A missing Docker engine or image skips the
-docker half, or fails it when UNDOABLE_REQUIRE_DOCKER=1 (CI).
+UNDOABLE_SANDBOX_IMAGE picks another Docker image. The session checks Docker once, on its first
+docker test (tests/conftest.py): with an engine but no image it builds the image; with no engine
+the docker half is skipped with one summary line, or the session stops when
+UNDOABLE_REQUIRE_DOCKER=1 (CI).
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ import executor
 from executor import cgroups as executor_cgroups
 from executor.backends.base import Backend
 from executor.errors import BackendUnavailable
+from tests.prerequisites import MISSING, SANDBOX_IMAGE
 
 REPO = Path(__file__).resolve().parents[2]
-DOCKER_IMAGE = os.environ.get("UNDOABLE_SANDBOX_IMAGE", "undoable-sandbox:latest")
+DOCKER_IMAGE = SANDBOX_IMAGE
 WARM_POOL_SIZE = 2
 DOCKER_SANDBOX_UID = 1000  # the image's user; Docker runs it as the same host uid
 # Where a backend could leave files or mounts behind on the host. Neither real backend keeps a
@@ -48,7 +51,7 @@ def _bwrap(rootfs: Path, docker_missing: Callable[[str], NoReturn]) -> Backend:
             "bwrap", rootfs=str(rootfs), warm_pool_size=WARM_POOL_SIZE, pool_limits=TEST_LIMITS
         )
     except BackendUnavailable as exc:
-        pytest.fail(f"the bwrap backend is unavailable: {exc}")
+        pytest.exit(f"the bwrap backend is unavailable: {exc}", returncode=MISSING)
 
 
 def _docker(rootfs: Path, docker_missing: Callable[[str], NoReturn]) -> Backend:

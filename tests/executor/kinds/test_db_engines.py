@@ -9,12 +9,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from postgres_server import PASSWORD, PostgresServer
 
 from executor.kinds import db_postgres, db_sqlite
 from executor.kinds.db_engines import DbSession, open_postgres, open_sqlite
 from executor.kinds.errors import StatementFailed, StatementRefused, TransactionError
 from executor.kinds.netpolicy import EgressRefused
+from tests.servers import PASSWORD, PostgresDatabase, PostgresServer
 
 DOLLAR_COMMIT = "SELECT $$'$$; UPDATE accounts SET balance = 0; COMMIT; SELECT $$'$$"
 
@@ -182,14 +182,14 @@ def test_sabotage_sqlite_without_the_authorizer_a_run_commits_itself(
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[PostgresServer]:
-    pg = PostgresServer()
-    yield pg
-    pg.stop()
+def server(postgres_server: PostgresServer) -> Iterator[PostgresDatabase]:
+    """A database of this module's own on the session's PostgreSQL server."""
+    with postgres_server.database() as database:
+        yield database
 
 
 @pytest.fixture
-def url(server: PostgresServer) -> str:
+def url(server: PostgresDatabase) -> str:
     with psycopg.connect(server.url, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS accounts, audit")
         conn.execute("CREATE TABLE accounts (name TEXT UNIQUE, balance INTEGER)")
@@ -436,7 +436,7 @@ def test_postgres_hostile_input_only_raises_policy_errors(
 
 
 @pytest.mark.postgres
-def test_postgres_the_password_never_shows(server: PostgresServer) -> None:
+def test_postgres_the_password_never_shows(server: PostgresDatabase) -> None:
     wrong = server.url.replace(PASSWORD, "Wrong-" + PASSWORD)
     with pytest.raises(TransactionError) as failed:
         open_postgres(wrong, allow_private=True, statement_timeout_s=5)
@@ -450,7 +450,7 @@ def test_postgres_the_password_never_shows(server: PostgresServer) -> None:
 
 
 @pytest.mark.postgres
-def test_postgres_refuses_private_addresses_unless_allowed(server: PostgresServer) -> None:
+def test_postgres_refuses_private_addresses_unless_allowed(server: PostgresDatabase) -> None:
     with pytest.raises(EgressRefused):
         open_postgres(server.url, allow_private=False, statement_timeout_s=5)
 
@@ -461,7 +461,7 @@ def test_postgres_refuses_private_addresses_unless_allowed(server: PostgresServe
     ["?options=-c%20standard_conforming_strings%3Doff", "?sslkey=/etc/shadow", "?service=x"],
 )
 def test_postgres_refuses_url_settings_that_reach_host_files(
-    server: PostgresServer, suffix: str
+    server: PostgresDatabase, suffix: str
 ) -> None:
     with pytest.raises(StatementRefused, match="may not set"):
         open_postgres(server.url + suffix, allow_private=True, statement_timeout_s=5)

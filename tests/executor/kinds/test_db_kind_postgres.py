@@ -7,24 +7,24 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 from db_runs import run_db
-from postgres_server import PASSWORD, PostgresServer
 
 from executor.errors import ExecutorError
 from executor.kinds import db_postgres
 from executor.kinds.db import PostgresTarget
+from tests.servers import PASSWORD, PostgresDatabase, PostgresServer
 
 pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[PostgresServer]:
-    pg = PostgresServer()
-    yield pg
-    pg.stop()
+def server(postgres_server: PostgresServer) -> Iterator[PostgresDatabase]:
+    """A database of this module's own on the session's PostgreSQL server."""
+    with postgres_server.database() as database:
+        yield database
 
 
 @pytest.fixture
-def url(server: PostgresServer) -> Iterator[str]:
+def url(server: PostgresDatabase) -> Iterator[str]:
     with psycopg.connect(server.url, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS users, accounts")
         conn.execute("CREATE TABLE accounts (name TEXT, balance INTEGER)")

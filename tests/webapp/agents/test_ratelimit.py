@@ -9,6 +9,7 @@ import pytest
 import redis
 from django.test import override_settings
 
+from tests.servers import RedisServer
 from webapp.agents.models import ApiToken
 from webapp.agents.ratelimit import QuotaExceeded, RateLimiter, get_limiter
 from webapp.agents.ratelimit_redis import RedisRateLimiter
@@ -76,25 +77,27 @@ def test_a_token_over_its_concurrency_cap_with_no_wait_gets_429_at_once(owner):
     assert first == [200]
 
 
-SHARED_REDIS_URL = "redis://127.0.0.1:6379/8"
+SHARED_DB = 8
 
 
 @pytest.fixture
-def shared_quota() -> Iterator[redis.Redis]:
-    """The production key space in a Redis database of its own, emptied before and after."""
-    client = redis.Redis.from_url(SHARED_REDIS_URL)
+def shared_quota(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    """The production key space in a Redis database of its own, emptied before and after;
+    the settings point at it."""
+    client = redis.Redis.from_url(redis_server.url(SHARED_DB))
     client.flushdb()
-    yield client
+    with override_settings(REDIS_URL=redis_server.url(SHARED_DB)):
+        yield client
     client.flushdb()
     client.close()
 
 
-@override_settings(AGENTS_RATE_BURST=2, AGENTS_RATE_PER_MINUTE=1, REDIS_URL=SHARED_REDIS_URL)
+@override_settings(AGENTS_RATE_BURST=2, AGENTS_RATE_PER_MINUTE=1)
 def test_with_redis_a_token_gets_429_once_the_bucket_all_processes_share_is_empty(
-    owner, stranger, shared_quota
+    owner, stranger, shared_quota, redis_server
 ):
     key = ApiToken.objects.get(owner=owner.user).pk
-    other_process = RedisRateLimiter(SHARED_REDIS_URL, fallback=RateLimiter())
+    other_process = RedisRateLimiter(redis_server.url(SHARED_DB), fallback=RateLimiter())
     body = {"code": "print('ran')"}
     assert owner.post("/api/v1/exec", body).status_code == 200
     other_process.take(key, per_minute=1, burst=2)

@@ -12,20 +12,25 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
+from tests.servers import RedisServer
 from webapp.agents.ratelimit import QuotaExceeded, RateLimiter
 from webapp.agents.ratelimit_redis import RedisRateLimiter
 
-REDIS_URL = "redis://127.0.0.1:6379/7"
 Make = Callable[..., RedisRateLimiter]
 
 
 @pytest.fixture
-def make() -> Iterator[Make]:
+def redis_url(redis_server: RedisServer) -> str:
+    return redis_server.url(7)
+
+
+@pytest.fixture
+def make(redis_url: str) -> Iterator[Make]:
     """Builds limiters sharing one key prefix of their own (one per test), deleted afterwards."""
     prefix = f"undoable:quota:test-{uuid.uuid4().hex}:"
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis.Redis.from_url(redis_url)
 
-    def build(*, ttl_s: float = 60.0, url: str = REDIS_URL) -> RedisRateLimiter:
+    def build(*, ttl_s: float = 60.0, url: str = redis_url) -> RedisRateLimiter:
         return RedisRateLimiter(
             url, prefix=prefix, slot_ttl_s=lambda: ttl_s, fallback=RateLimiter()
         )
@@ -95,11 +100,11 @@ def test_a_slot_whose_holder_died_stops_counting_after_its_expiry(make: Make):
                 pass
 
 
-def test_an_idle_token_leaves_only_keys_that_expire(make: Make):
+def test_an_idle_token_leaves_only_keys_that_expire(make: Make, redis_url: str):
     limiter = make()
     limiter.take(7, per_minute=60, burst=5)
     with limiter.slot(7, limit=1):
-        client = redis.Redis.from_url(REDIS_URL)
+        client = redis.Redis.from_url(redis_url)
         ttls = [client.pttl(name) for name in client.scan_iter(match="undoable:quota:test-*:*:7")]
     assert len(ttls) == 2
     assert all(0 < ttl <= 61_000 for ttl in ttls)

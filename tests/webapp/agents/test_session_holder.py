@@ -16,22 +16,23 @@ import redis
 from django.test import override_settings
 from django.utils import timezone
 
+from tests.servers import RedisServer
 from webapp.agents.models import AgentSession
 from webapp.agents.session_services import reset_session_manager, worker_name
 from webapp.reliability.workers import process_beat, process_state
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sessions")]
 
-REDIS_URL = "redis://127.0.0.1:6379/6"
 LOST = {"error": "session lost: the worker holding it is gone"}
 
 
 @pytest.fixture(autouse=True)
-def registry() -> Iterator[redis.Redis]:
+def registry(redis_server: RedisServer) -> Iterator[redis.Redis]:
     """The registry in a Redis database of its own; a process silent for 1 s counts as lost."""
-    client = redis.Redis.from_url(REDIS_URL)
+    url = redis_server.url(6)
+    client = redis.Redis.from_url(url)
     reset_session_manager()  # the next session starts this process's beat under these settings
-    with override_settings(REDIS_URL=REDIS_URL, RUN_LOST_AFTER_S=1, RUN_HEARTBEAT_INTERVAL_S=0.2):
+    with override_settings(REDIS_URL=url, RUN_LOST_AFTER_S=1, RUN_HEARTBEAT_INTERVAL_S=0.2):
         yield client
         reset_session_manager()
     for key in client.scan_iter("undoable:alive:*"):

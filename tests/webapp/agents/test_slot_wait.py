@@ -21,8 +21,6 @@ from webapp.agents.ratelimit import QuotaExceeded, RateLimiter, get_limiter
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SHARED_REDIS_URL = "redis://127.0.0.1:6379/8"
-
 
 def burst(url: str, token: str, size: int, code: str) -> list[tuple[int, str]]:
     """`size` execs of `code` (with `i` bound to 0..size-1) sent at the same instant."""
@@ -71,14 +69,14 @@ def test_a_burst_over_the_concurrency_cap_waits_for_slots_and_is_all_served(live
     assert served_in_full(burst(live_server.url, owner.token, 16, SLOW))
 
 
-@override_settings(
-    AGENTS_MAX_CONCURRENT_PER_TOKEN=4, AGENTS_MAX_WAITING_PER_TOKEN=12, REDIS_URL=SHARED_REDIS_URL
-)
-def test_with_redis_a_burst_waits_for_the_shared_slots(live_server, owner):
-    shared = redis.Redis.from_url(SHARED_REDIS_URL)
+@override_settings(AGENTS_MAX_CONCURRENT_PER_TOKEN=4, AGENTS_MAX_WAITING_PER_TOKEN=12)
+def test_with_redis_a_burst_waits_for_the_shared_slots(live_server, owner, redis_server):
+    shared_url = redis_server.url(8)
+    shared = redis.Redis.from_url(shared_url)
     shared.flushdb()
     try:
-        assert served_in_full(burst(live_server.url, owner.token, 16, SLOW))
+        with override_settings(REDIS_URL=shared_url):
+            assert served_in_full(burst(live_server.url, owner.token, 16, SLOW))
     finally:
         shared.flushdb()
         shared.close()

@@ -32,12 +32,12 @@ from django.urls import reverse
 
 from tests.factories import QueryFactory
 from tests.local_servers import celery_worker_argv
+from tests.servers import RedisServer
 from webapp.asgi import application
 from webapp.queries.models import RunChunk
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 
-REDIS_URL = "redis://127.0.0.1:6379/11"
 CANARY = "canary-" + secrets.token_hex(16)
 ORIGIN = b"http://127.0.0.1:8000"
 CODE = """\
@@ -77,12 +77,17 @@ class RedisMonitor:
 
 
 @pytest.fixture
-def celery_worker(tmp_path: Path) -> Iterator[Path]:
+def redis_url(redis_server: RedisServer) -> str:
+    return redis_server.url(11)
+
+
+@pytest.fixture
+def celery_worker(tmp_path: Path, redis_url: str) -> Iterator[Path]:
     """A real `celery worker` on the test database and a dedicated Redis database.
 
     Yields the worker's log file (stdout and stderr, at DEBUG).
     """
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis.Redis.from_url(redis_url)
     client.flushdb()
     name = f"canary-{secrets.token_hex(4)}@localhost"
     env = {
@@ -94,7 +99,7 @@ def celery_worker(tmp_path: Path) -> Iterator[Path]:
         DJANGO_SETTINGS_MODULE="webapp.settings",
         DJANGO_SECRET_KEY=settings.SECRET_KEY,  # the handoff key is derived from it
         DATABASE_URL=f"sqlite:///{settings.DATABASES['default']['NAME']}",
-        REDIS_URL=REDIS_URL,
+        REDIS_URL=redis_url,
         UNDOABLE_VAR_DIR=str(tmp_path / "var"),
         UNDOABLE_LOG_LEVEL="DEBUG",
         EXECUTOR_BACKEND=settings.EXECUTOR_BACKEND,
@@ -142,11 +147,11 @@ def _wait_for_log(path: Path, marker: bytes, worker: subprocess.Popen[bytes]) ->
 
 
 @pytest.fixture
-def production_mode(celery_worker: Path) -> Iterator[None]:
+def production_mode(celery_worker: Path, redis_url: str) -> Iterator[None]:
     """This process enqueues to the worker's Redis and listens on the Redis channel layer."""
     from webapp.celery import app
 
-    host = {"address": REDIS_URL, "socket_timeout": 15}  # as settings.py: outlive idle waits
+    host = {"address": redis_url, "socket_timeout": 15}  # as settings.py: outlive idle waits
     layers = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -154,10 +159,10 @@ def production_mode(celery_worker: Path) -> Iterator[None]:
         }
     }
     saved = app.conf.broker_url
-    app.conf.broker_url = REDIS_URL
+    app.conf.broker_url = redis_url
     _reset_celery_connections(app)
     with override_settings(
-        RUNNER="celery", REDIS_URL=REDIS_URL, CELERY_BROKER_URL=REDIS_URL, CHANNEL_LAYERS=layers
+        RUNNER="celery", REDIS_URL=redis_url, CELERY_BROKER_URL=redis_url, CHANNEL_LAYERS=layers
     ):
         yield
     app.conf.broker_url = saved
@@ -241,14 +246,14 @@ def _start_run(user: Any, query_id: int) -> int:
 
 
 @pytest.fixture
-def redis_monitor() -> Iterator[RedisMonitor]:
-    monitor = RedisMonitor(REDIS_URL)
+def redis_monitor(redis_url: str) -> Iterator[RedisMonitor]:
+    monitor = RedisMonitor(redis_url)
     yield monitor
     monitor.stop()
 
 
 async def test_the_canary_appears_nowhere(
-    production_mode, celery_worker, redis_monitor, caplog, capsys
+    production_mode, celery_worker, redis_monitor, caplog, capsys, redis_url
 ):
     caplog.set_level(logging.DEBUG)
     query = await database_sync_to_async(QueryFactory)(
@@ -291,7 +296,7 @@ async def test_the_canary_appears_nowhere(
         "dumpdata": dump,
         "raw database files": raw_db.decode("latin-1"),
         "redis commands (MONITOR)": "\n".join(commands),
-        "redis keys and values": b"\n".join(_redis_contents(REDIS_URL)).decode("latin-1"),
+        "redis keys and values": b"\n".join(_redis_contents(redis_url)).decode("latin-1"),
         "web process logs": caplog.text,
         "worker logs": worker_log,
     }

@@ -10,10 +10,10 @@ import pytest
 import redis
 from django.test import override_settings
 
+from tests.servers import RedisServer
 from webapp.credentials import handoff
 from webapp.credentials.handoff import credentials_stash, credentials_take
 
-REDIS_URL = "redis://127.0.0.1:6379/13"
 SECRET = "xoxb-handoff-canary-7f3a"
 
 
@@ -24,10 +24,11 @@ def threads_mode() -> Iterator[None]:
 
 
 @pytest.fixture
-def redis_db() -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(REDIS_URL)
+def redis_db(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    url = redis_server.url(13)
+    client = redis.Redis.from_url(url)
     client.flushdb()
-    with override_settings(RUNNER="celery", REDIS_URL=REDIS_URL, CREDENTIAL_TTL_S=30):
+    with override_settings(RUNNER="celery", REDIS_URL=url, CREDENTIAL_TTL_S=30):
         yield client
     client.flushdb()
     client.close()

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from tests.factories import QueryFactory, RunFactory
 from tests.local_servers import celery_worker_argv
+from tests.servers import RedisServer
 from tests.webapp.queries.test_run_consumer import connect, receive_until_final
 from webapp.celery import app as celery_app
 from webapp.queries import services
@@ -32,21 +33,19 @@ from webapp.reliability.workers import process_state
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 
-REDIS_URL = "redis://127.0.0.1:6379/5"
 REPO = Path(__file__).resolve().parents[3]
 SECRET = "celery-path-canary-31337"
-LAYER = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}]},
-    }
-}
 
 
 @pytest.fixture(scope="module")
-def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Popen]:
+def redis_url(redis_server: RedisServer) -> str:
+    return redis_server.url(5)
+
+
+@pytest.fixture(scope="module")
+def celery_worker(django_db_setup, django_db_blocker, redis_url: str) -> Iterator[subprocess.Popen]:
     """A real worker on the same (file-based) test database, started once for this module."""
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis.Redis.from_url(redis_url)
     client.flushdb()
     with django_db_blocker.unblock():
         db_file = connection.settings_dict["NAME"]
@@ -54,7 +53,7 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Pop
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "webapp.settings",
         "DATABASE_URL": f"sqlite:///{db_file}",
-        "REDIS_URL": REDIS_URL,
+        "REDIS_URL": redis_url,
         "DJANGO_SECRET_KEY": settings.SECRET_KEY,  # the credential handoff keys derive from it
         "EXECUTOR_WARM_POOL_SIZE": "1",
         # The worker's own reaper (webapp.reliability, autodiscovered) looks twice a second.
@@ -108,17 +107,23 @@ def _use_broker(url: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def redis_broker(celery_worker) -> Iterator[None]:
+def redis_broker(celery_worker, redis_url: str) -> Iterator[None]:
     previous = celery_app.conf.broker_url
-    _use_broker(REDIS_URL)
+    _use_broker(redis_url)
     yield
     _use_broker(previous)
 
 
 @pytest.fixture
-def celery_mode(redis_broker) -> Iterator[None]:
+def celery_mode(redis_broker, redis_url: str) -> Iterator[None]:
     """This process is the web side: enqueue to Redis, listen on the Redis channel layer."""
-    with override_settings(RUNNER="celery", REDIS_URL=REDIS_URL, CHANNEL_LAYERS=LAYER):
+    layer = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": redis_url, "socket_timeout": 15}]},
+        }
+    }
+    with override_settings(RUNNER="celery", REDIS_URL=redis_url, CHANNEL_LAYERS=layer):
         yield
 
 
@@ -162,7 +167,9 @@ async def test_stop_reaches_the_worker_and_kills_the_sandbox() -> None:
     await communicator.disconnect()
 
 
-async def test_credentials_reach_the_worker_masked_and_leave_nothing_in_redis() -> None:
+async def test_credentials_reach_the_worker_masked_and_leave_nothing_in_redis(
+    redis_url: str,
+) -> None:
     query = await database_sync_to_async(QueryFactory)(
         forward_code="import os\nprint('value:', os.environ['API_TOKEN'])\n",
         credential_names=["API_TOKEN"],
@@ -178,7 +185,7 @@ async def test_credentials_reach_the_worker_masked_and_leave_nothing_in_redis() 
         lambda: list(RunChunk.objects.filter(run=run).values_list("text", flat=True))
     )()
     assert SECRET not in "".join(texts)
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis.Redis.from_url(redis_url)
     for key in client.scan_iter():
         if client.type(key) == b"string":
             assert SECRET.encode() not in client.get(key)
@@ -203,11 +210,16 @@ async def test_the_workers_reaper_fails_a_run_whose_heartbeat_went_silent() -> N
 
 def test_the_worker_says_it_is_alive_in_the_process_registry() -> None:
     assert process_state(f"undoable-test@{socket.gethostname()}") == "alive"
-    assert process_state("undoable-never-started@nowhere") == "lost"
+    # The session's Redis is young: one that started less than RUN_LOST_AFTER_S ago cannot
+    # tell "lost" from "not beaten yet" (process_state says "unknown" then).
+    with override_settings(RUN_LOST_AFTER_S=1):
+        assert process_state("undoable-never-started@nowhere") == "lost"
 
 
-def test_kind_runs_go_to_the_kinds_queue_and_python_runs_stay_on_the_default_one() -> None:
-    client = redis.Redis.from_url(REDIS_URL)
+def test_kind_runs_go_to_the_kinds_queue_and_python_runs_stay_on_the_default_one(
+    redis_url: str,
+) -> None:
+    client = redis.Redis.from_url(redis_url)
     client.delete("kinds-test")
     db_query = QueryFactory(kind="db", forward_code="print('needs bwrap')")
     python_query = QueryFactory(forward_code="print('anywhere')")

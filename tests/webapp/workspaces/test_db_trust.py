@@ -17,13 +17,11 @@ import pytest
 from executor.kinds import db as db_kind
 from executor.kinds import db_postgres
 from tests.factories import QueryFactory
+from tests.servers import PASSWORD, PostgresDatabase, PostgresServer
 from webapp.queries import runner, services
 from webapp.queries.models import Run, RunStatus
 from webapp.workspaces import services as ws
 from webapp.workspaces.models import ChangeStatus, PendingChange
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "executor" / "kinds"))
-from postgres_server import PASSWORD, PostgresServer  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "executor" / "kinds"))
 from db_runs import switch_off_sqlite_guards  # noqa: E402
@@ -32,14 +30,14 @@ pytestmark = pytest.mark.usefixtures("threads_runner", "workspaces_root")
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[PostgresServer]:
-    pg = PostgresServer()
-    yield pg
-    pg.stop()
+def server(postgres_server: PostgresServer) -> Iterator[PostgresDatabase]:
+    """A database of this module's own on the session's PostgreSQL server."""
+    with postgres_server.database() as database:
+        yield database
 
 
 @pytest.fixture
-def url(server: PostgresServer) -> str:
+def url(server: PostgresDatabase) -> str:
     with psycopg.connect(server.url, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS accounts")
         conn.execute("CREATE TABLE accounts (name TEXT, balance INTEGER)")

@@ -153,6 +153,9 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/{db}"
 
     def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def start(self) -> RedisServer:
         # A free port can be taken by someone else before redis binds it: try another.
         for _ in range(3):
             self.port = free_port()
@@ -187,16 +190,16 @@ class RedisServer:
         try:
             wait_until(up, timeout_s=20, what="redis-server")
         except (TimeoutError, ChildProcessError):
-            self._stop()
+            self.stop()
             return False
         finally:
             client.close()
         return True
 
     def __exit__(self, *exc: object) -> None:
-        self._stop()
+        self.stop()
 
-    def _stop(self) -> None:
+    def stop(self) -> None:
         if self.process is None:
             return
         self.process.terminate()

@@ -36,8 +36,8 @@ from tests.local_servers import (  # noqa: E402
     signed_in_session_script,
     wait_until,
 )
+from tests.servers import RedisServer  # noqa: E402
 
-REDIS_URL = "redis://127.0.0.1:6379/6"
 SETUP = (
     signed_in_session_script("bench", "bench-not-used-77")
     + "from webapp.queries.models import Query\n"
@@ -77,9 +77,9 @@ def stack(mode: str) -> Iterator[tuple[str, str, int]]:
         "UNDOABLE_LOG_LEVEL": "WARNING",
     }
     env.pop("DATABASE_URL", None)
-    if mode == "celery":
-        env["REDIS_URL"] = REDIS_URL
-        subprocess.run(["redis-cli", "-n", "6", "flushdb"], check=True, capture_output=True)
+    redis_server = RedisServer(var_dir / "redis").start() if mode == "celery" else None
+    if redis_server is not None:
+        env["REDIS_URL"] = redis_server.url()
     else:
         env.pop("REDIS_URL", None)
     manage = [sys.executable, str(REPO / "manage.py")]
@@ -133,6 +133,8 @@ def stack(mode: str) -> Iterator[tuple[str, str, int]]:
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 process.kill()
+        if redis_server is not None:
+            redis_server.stop()
         web_log.close()
 
 

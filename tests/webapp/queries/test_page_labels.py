@@ -35,3 +35,13 @@ def test_a_pending_change_is_kept_or_discarded_with_a_tooltip_for_each(owner, ow
         'data-testid="undo" title="Throw this pending change away (roll the transaction back)'
         in panel
     )
+
+
+def test_a_db_change_without_statements_says_why_it_lists_nothing(owner, owner_client) -> None:
+    query = QueryFactory(owner=owner, kind="db")
+    PendingChange.objects.create(
+        run=RunFactory(query=query), kind="db", status=ChangeStatus.PENDING, changes=[]
+    )
+    panel = owner_client.get(reverse("workspaces:panel", args=[query.pk])).content.decode()
+    assert 'data-testid="change-empty"' in panel
+    assert "no SQL statement" in panel

@@ -1,0 +1,42 @@
+"""A pending db change lists the statements the run sent, with Keep and Discard changes
+(issue 16, finding 5). Real server, real sandbox, real chromium; only the LLM is faked."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.fakes.llm_server import tool_call
+
+pytestmark = pytest.mark.browser
+
+PROPOSAL = {
+    "forward_code": (
+        'db.execute("CREATE TABLE users (name TEXT)")\n'
+        'db.execute("INSERT INTO users VALUES (?)", ("Ana",))\n'
+    ),
+    "reverse_code": 'db.execute("DROP TABLE users")',
+    "explanation": "Creates a users table with Ana in it.",
+    "credentials": [],
+    "hosts": [],
+    "reversible": True,
+}
+
+
+def test_a_pending_db_change_lists_its_statements(signed_in_page: Page, fake_llm_server) -> None:
+    page = signed_in_page
+    fake_llm_server.script(tool_call(PROPOSAL))
+    page.goto("/")
+    page.get_by_placeholder("What should happen?").fill("create a users table with Ana")
+    page.locator("select[name=kind]").select_option("db")
+    page.get_by_test_id("generate").click()
+    expect(page.get_by_test_id("forward-editor")).to_contain_text("CREATE TABLE users")
+    panel = page.get_by_test_id("workspace-panel")
+
+    page.get_by_test_id("run-forward").click()
+    change_list = panel.get_by_test_id("change-list")
+    expect(change_list).to_contain_text("CREATE TABLE users (name TEXT)", timeout=30_000)
+    expect(change_list).to_contain_text("INSERT INTO users VALUES (?)")
+    expect(panel.get_by_role("button", name="Discard changes")).to_be_visible()
+    panel.get_by_test_id("undo").click()
+    expect(panel.get_by_test_id("change-status")).to_have_text("Undone", timeout=15_000)

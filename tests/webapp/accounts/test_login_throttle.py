@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import redis
 from django.test import Client, override_settings
 from django.urls import reverse
 
 from tests.factories import PASSWORD, UserFactory
+from tests.servers import RedisServer
 from tests.webapp.fresh_interpreter import probe_state
 from webapp.accounts import throttle
 
@@ -102,19 +105,19 @@ def test_without_the_proxy_setting_a_forwarded_address_is_ignored() -> None:
     assert throttle.client_address(request) == "10.0.0.2"
 
 
-REDIS_CACHE_URL = "redis://127.0.0.1:6379/9"
+@pytest.fixture
+def redis_cache_url(redis_server: RedisServer) -> Iterator[str]:
+    """The cache in a database of the session's Redis."""
+    url = redis_server.url(9)
+    backend = "django.core.cache.backends.redis.RedisCache"
+    with override_settings(CACHES={"default": {"BACKEND": backend, "LOCATION": url}}):
+        yield url
 
 
-@override_settings(
-    CACHES={
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": REDIS_CACHE_URL,
-        }
-    }
-)
-def test_with_redis_the_lockout_is_kept_where_every_web_process_sees_it() -> None:
-    shared = redis.Redis.from_url(REDIS_CACHE_URL)
+def test_with_redis_the_lockout_is_kept_where_every_web_process_sees_it(
+    redis_cache_url: str,
+) -> None:
+    shared = redis.Redis.from_url(redis_cache_url)
     shared.flushdb()
     try:
         ana = UserFactory()

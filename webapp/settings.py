@@ -276,6 +276,8 @@ REAPER_INTERVAL_S = env_float("UNDOABLE_REAPER_INTERVAL_S", 5.0, minimum=0.1)
 
 # --- Sandbox -------------------------------------------------------------------------------
 EXECUTOR_BACKEND = env_choice("EXECUTOR_BACKEND", "bwrap", ("bwrap", "docker"))
+# Host uid of bwrap sandboxes when the server runs as root: no account or program may use it.
+EXECUTOR_SANDBOX_UID = env_int("EXECUTOR_SANDBOX_UID", 65600, minimum=1)
 EXECUTOR_ROOTFS = Path(env_str("EXECUTOR_ROOTFS", str(VAR_DIR / "sandbox-rootfs")))
 EXECUTOR_DOCKER_IMAGE = env_str("EXECUTOR_DOCKER_IMAGE", "undoable-sandbox:latest")
 EXECUTOR_WARM_POOL_SIZE = env_int("EXECUTOR_WARM_POOL_SIZE", 4, minimum=0)
@@ -289,11 +291,11 @@ EXECUTOR_MAX_FILE_SIZE_MIB = env_int("EXECUTOR_MAX_FILE_SIZE_MIB", 64, minimum=1
 EXECUTOR_WORKDIR_QUOTA_MIB = env_int("EXECUTOR_WORKDIR_QUOTA_MIB", 256, minimum=1)
 # Tests reach local fake services (Slack-like API, PostgreSQL) through the egress proxy.
 EXECUTOR_EGRESS_ALLOW_PRIVATE = env_bool("EXECUTOR_EGRESS_ALLOW_PRIVATE", False)
-# Host uid of bwrap sandboxes when the server runs as root: no account or program may use it.
-EXECUTOR_SANDBOX_UID = env_int("EXECUTOR_SANDBOX_UID", 65600, minimum=1)
 
 # --- Undoable kinds (fs, db, rest) -----------------------------------------------------------
 WORKSPACES_ROOT = Path(env_str("UNDOABLE_WORKSPACES_ROOT", str(VAR_DIR / "workspaces"))).resolve()
+WORKSPACES_ROOT.mkdir(mode=0o711, parents=True, exist_ok=True)
+_private_var_dir(WORKSPACES_ROOT)  # traversable by the sandbox uid, listable by nobody
 # A db run's transaction is rolled back by itself if nobody chooses Keep or Undo in time.
 DB_PENDING_TIMEOUT_S = env_float("UNDOABLE_DB_PENDING_TIMEOUT_S", 600.0, minimum=1)
 # Single-user installs may point a query's workspace at one of these server folders.
@@ -309,8 +311,6 @@ AGENTS_RATE_BURST = env_int("AGENTS_RATE_BURST", 600, minimum=1)
 # waiters hold an AGENTS_EXEC_THREADS thread, so running + waiting stays under that pool.
 AGENTS_MAX_CONCURRENT_PER_TOKEN = env_int("AGENTS_MAX_CONCURRENT_PER_TOKEN", 16, minimum=1)
 AGENTS_MAX_WAITING_PER_TOKEN = env_int("AGENTS_MAX_WAITING_PER_TOKEN", 8, minimum=0)
-WORKSPACES_ROOT.mkdir(mode=0o711, parents=True, exist_ok=True)
-_private_var_dir(WORKSPACES_ROOT)  # traversable by the sandbox uid, listable by nobody
 AGENTS_SLOT_WAIT_S = env_float("AGENTS_SLOT_WAIT_S", 5.0, minimum=0)
 AGENTS_MAX_BODY_BYTES = env_int("AGENTS_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
 AGENTS_MAX_CODE_BYTES = env_int("AGENTS_MAX_CODE_BYTES", 256 * 1024, minimum=1024)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 from django.conf import settings
 from django.contrib import messages
@@ -47,10 +48,12 @@ def _home(
     )
 
 
-@login_required
 @require_GET
-def home(request: AuthedHttpRequest) -> HttpResponse:
-    return _home(request, PromptForm())
+def home(request: HttpRequest) -> HttpResponse:
+    """The prompt page; a visitor who is not signed in gets the landing page instead."""
+    if not request.user.is_authenticated:
+        return render(request, "landing/landing.html")
+    return _home(cast(AuthedHttpRequest, request), PromptForm())
 
 
 @login_required

@@ -1,0 +1,213 @@
+"""Every page fits a phone: at 390 and 360 px wide nothing scrolls the page sideways (a code
+block may scroll inside its own box). Also writes the README's screenshots: set
+UNDOABLE_SCREENSHOT_DIR=docs/screenshots to keep them, otherwise they go to a temporary folder.
+
+Real server, real sandbox (for the pending fs change), real chromium; only the LLM is faked.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, expect
+
+from tests.browser.conftest import AppServer
+from tests.fakes.llm_server import FakeLLMServer, tool_call
+
+pytestmark = pytest.mark.browser
+
+LONG_DIR = "reports/quarterly-summaries-for-the-northern-region-sales-team"
+PROPOSAL = {
+    "forward_code": (
+        "import os\n"
+        f"os.makedirs({LONG_DIR!r}, exist_ok=True)\n"
+        f"open({LONG_DIR + '/summary-of-the-third-quarter.txt'!r}, 'w').write("
+        "'Revenue went up in every single month of the quarter, mostly thanks to the new "
+        "subscription plans that were introduced in July.\\n')\n"
+        "print('Wrote the summary of the third quarter into', "
+        f"{LONG_DIR!r})\n"
+    ),
+    "reverse_code": f"import shutil\nshutil.rmtree({LONG_DIR.split('/')[0]!r})\n",
+    "explanation": "Writes a quarterly summary into a new reports folder of the workspace.",
+    "credentials": [],
+    "hosts": [],
+    "reversible": True,
+}
+PROMPT = "write a summary of the third quarter into the reports folder"
+# The pages of `Site.paths`; those in ANONYMOUS are opened without signing in.
+PAGES = [
+    "home",
+    "query",
+    "history",
+    "tokens",
+    "shares",
+    "share",
+    "login",
+    "signup",
+    "landing",
+    "404",
+]
+ANONYMOUS = {"login", "signup", "landing"}
+SCREENSHOTS = ["home", "query", "history", "share", "landing"]
+# What shows that a page has finished drawing itself (the query page fetches its change panel).
+READY = {"query": "[data-testid=keep]"}
+
+# Which elements reach past the right edge (the last few in page order), to say what to fix.
+OVERFLOW_SCRIPT = """() => {
+  const width = window.innerWidth;
+  const wide = [];
+  for (const el of document.querySelectorAll('body *')) {
+    const box = el.getBoundingClientRect();
+    if (box.width && box.right > width + 0.5 && !el.closest('pre, .cm-scroller')) {
+      const cls = (typeof el.className === 'string' ? el.className : '').trim();
+      const name = `${el.tagName.toLowerCase()}.${cls.replace(/\\s+/g, '.')}`;
+      wide.push(`${name} right=${Math.round(box.right)}`);
+    }
+  }
+  const scrollWidth = document.documentElement.scrollWidth;
+  return {scrollWidth: scrollWidth, innerWidth: width, wide: wide.slice(-8)};
+}"""
+
+
+@dataclass
+class Site:
+    paths: dict[str, str]
+
+
+def _new_context(
+    chromium: Browser, app_server: AppServer, *, width: int, signed_in: bool
+) -> BrowserContext:
+    context = chromium.new_context(
+        base_url=app_server.url,
+        viewport={"width": width, "height": 844 if width < 800 else 800},
+        device_scale_factor=1,
+    )
+    if signed_in:
+        context.add_cookies(
+            [{"name": "sessionid", "value": app_server.session_key, "url": app_server.url}]
+        )
+    return context
+
+
+@pytest.fixture(scope="module")
+def site(
+    chromium: Browser, app_server: AppServer, fake_llm_server: FakeLLMServer
+) -> Iterator[Site]:
+    """An fs query whose run left a pending change, a share link of it and an API token."""
+    context = _new_context(chromium, app_server, width=1280, signed_in=True)
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    fake_llm_server.script(tool_call(PROPOSAL))
+    page.goto("/")
+    page.get_by_placeholder("What should happen?").fill(PROMPT)
+    page.locator("select[name=kind]").select_option("fs")
+    page.get_by_test_id("generate").click()
+    expect(page.get_by_test_id("forward-editor")).to_contain_text("summary")
+    query_path = page.url.removeprefix(app_server.url)
+    page.get_by_test_id("run-forward").click()
+    expect(page.get_by_test_id("keep")).to_be_visible(timeout=30_000)
+    page.get_by_test_id("share-include-output").check()
+    page.get_by_test_id("share-button").click()
+    expect(page.get_by_test_id("share")).to_be_visible()
+    share_path = page.url.removeprefix(app_server.url)
+    page.goto("/accounts/")
+    page.locator("#token-name").fill("laptop agent")
+    page.get_by_role("button", name="Create token").click()
+    expect(page.locator(".token-list")).to_contain_text("laptop agent")
+    context.close()
+    yield Site(
+        paths={
+            "home": "/",
+            "query": query_path,
+            "history": "/history/",
+            "tokens": "/accounts/#api-tokens",
+            "shares": "/s/",
+            "share": share_path,
+            "login": "/accounts/login/",
+            "signup": "/accounts/signup/",
+            "landing": "/",
+            "404": "/no-such-page/",
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return Path(os.environ.get("UNDOABLE_SCREENSHOT_DIR") or tmp_path_factory.mktemp("screenshots"))
+
+
+def _open(chromium: Browser, app_server: AppServer, site: Site, name: str, width: int) -> Page:
+    context = _new_context(chromium, app_server, width=width, signed_in=name not in ANONYMOUS)
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.goto(site.paths[name])
+    expect(page.locator(".site-header")).to_be_visible()
+    return page
+
+
+@pytest.mark.parametrize("width", [390, 360])
+@pytest.mark.parametrize("name", PAGES)
+def test_no_page_scrolls_sideways_on_a_phone(
+    chromium: Browser, app_server: AppServer, site: Site, name: str, width: int
+) -> None:
+    page = _open(chromium, app_server, site, name, width)
+    try:
+        layout = page.evaluate(OVERFLOW_SCRIPT)
+        assert layout["scrollWidth"] <= layout["innerWidth"], layout
+    finally:
+        page.context.close()
+
+
+def test_the_pending_change_is_on_the_query_page_at_phone_width(
+    chromium: Browser, app_server: AppServer, site: Site
+) -> None:
+    page = _open(chromium, app_server, site, "query", 360)
+    try:
+        expect(page.get_by_test_id("keep")).to_be_visible(timeout=15_000)
+        assert page.evaluate(OVERFLOW_SCRIPT)["scrollWidth"] <= 360
+    finally:
+        page.context.close()
+
+
+def test_history_rows_become_stacked_cards_on_a_phone(
+    chromium: Browser, app_server: AppServer, site: Site
+) -> None:
+    page = _open(chromium, app_server, site, "history", 390)
+    try:
+        row = page.locator(".history-table tbody tr").first
+        expect(row).to_contain_text(PROMPT[:40])
+        assert page.locator(".history-table thead").bounding_box()["height"] <= 1
+        cells = row.locator("td").evaluate_all(
+            "cells => cells.map(c => getComputedStyle(c).display)"
+        )
+        assert "table-cell" not in cells
+        kind_label = row.locator("td[data-label=Kind]").evaluate(
+            "cell => getComputedStyle(cell, '::before').content"
+        )
+        assert kind_label == '"Kind"'
+    finally:
+        page.context.close()
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize("name", SCREENSHOTS)
+def test_screenshots_of_the_main_pages(
+    chromium: Browser,
+    app_server: AppServer,
+    site: Site,
+    screenshot_dir: Path,
+    name: str,
+    width: int,
+) -> None:
+    page = _open(chromium, app_server, site, name, width)
+    try:
+        expect(page.locator(READY.get(name, "main"))).to_be_visible(timeout=15_000)
+        path = screenshot_dir / f"{name}-{width}.png"
+        page.screenshot(path=str(path), full_page=True, animations="disabled")
+        assert 0 < path.stat().st_size < 600_000
+    finally:
+        page.context.close()

@@ -9,6 +9,12 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_asgi_app = get_asgi_application()
 
+from webapp.rlimits import open_files_limit_raise  # noqa: E402
+
+# Here rather than in webapp.serve, so that every server of the app does it; logged now that
+# Django has set up logging.
+open_files_limit_raise()
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import get_resolver  # noqa: E402

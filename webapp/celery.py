@@ -5,6 +5,8 @@ import os
 
 from celery import Celery, signals
 
+from webapp.rlimits import open_files_limit_raise
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 app = Celery("webapp")
@@ -23,4 +25,5 @@ def freeze_start_up_heap(**kwargs: object) -> None:
     """
     import webapp.queries.execution  # noqa: F401
 
+    open_files_limit_raise()  # each sandbox a task starts holds pipes
     gc.freeze()

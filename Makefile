@@ -91,7 +91,7 @@ run: $(VENV)/.installed sandbox migrate
 	echo; echo "Undoable: http://$(HOST):$(PORT)/"; \
 	echo "First account: $(PY) manage.py createsuperuser"; \
 	if [ "$$signup" = 1 ]; then echo "  or sign up at http://$(HOST):$(PORT)/accounts/signup/"; fi; echo
-	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) webapp.asgi:application
+	$(PY) -m webapp.serve -b $(HOST) -p $(PORT)
 
 test: $(VENV)/.installed-dev sandbox test-unit test-browser test-fault
 

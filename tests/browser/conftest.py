@@ -101,14 +101,7 @@ def app_server(fake_llm_server: FakeLLMServer) -> Iterator[AppServer]:
     port = free_port()
     log = open(var_dir / "server.log", "wb")  # noqa: SIM115 (closed below)
     process = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "daphne"),
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "webapp.asgi:application",
-        ],
+        [sys.executable, "-m", "webapp.serve", "-b", "127.0.0.1", "-p", str(port)],
         env=env,
         cwd=REPO,
         stdout=log,

@@ -244,7 +244,8 @@ class Topology:
     def start_web(self, index: int) -> None:
         self._spawn(
             f"web{index}",
-            [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.web_ports[index]),
+            [str(VENV_BIN / "python"), "-m", "webapp.serve", "-b", "127.0.0.1",
+             "-p", str(self.web_ports[index]),
              os.environ.get("UNDOABLE_TOPOLOGY_ASGI", "webapp.asgi:application")],
             # Each web process tells its peers where to pass requests for its sessions.
             env={"UNDOABLE_PEER_URL": self.web_url(index)},

@@ -1,0 +1,190 @@
+"""The web server as the product starts it (`python -m webapp.serve`, embedded mode, real bwrap
+sandboxes) under 1,100 idle TCP connections nobody logged in for: started with the usual soft
+open-files limit of 1,024, it raises its own, keeps answering the API, closes the connections
+that send no request head, and refuses connections past its cap at once."""
+
+from __future__ import annotations
+
+import os
+import resource
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.local_servers import free_port, wait_until
+from webapp.rlimits import open_files_limit_raise
+
+REPO = Path(__file__).resolve().parents[2]
+IDLE = 1_100
+HEAD_TIMEOUT_S = 6.0
+SETUP_SCRIPT = """
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from webapp.agents.tokens import token_create
+call_command("migrate", "--noinput", verbosity=0)
+user = get_user_model().objects.create_user("idle-owner", password="not-used-here-77")
+print(token_create(owner=user).secret)
+"""
+
+
+@dataclass(frozen=True)
+class Template:
+    var_dir: Path
+    token: str
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
+    """A migrated var dir with a user and an API token; each server starts on a copy of it."""
+    var_dir = tmp_path_factory.mktemp("serve-template")
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", SETUP_SCRIPT],
+        env=server_env(var_dir), cwd=REPO, check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return Template(var_dir=var_dir, token=done.stdout.strip().splitlines()[-1])
+
+
+def server_env(var_dir: Path) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "webapp.settings",
+        "UNDOABLE_VAR_DIR": str(var_dir),
+        "EXECUTOR_ROOTFS": str(REPO / "var" / "sandbox-rootfs"),
+        "EXECUTOR_WARM_POOL_SIZE": "1",
+        "UNDOABLE_RUNNER": "threads",
+    }
+    for name in ("REDIS_URL", "DATABASE_URL"):
+        env.pop(name, None)
+    return env
+
+
+@contextmanager
+def serving(
+    template: Template, tmp_path: Path, *options: str, open_files: tuple[int, int]
+) -> Iterator[str]:
+    """`python -m webapp.serve` on a free port, started with the open-files limit `open_files`
+    (soft, hard) as a host would give it; yields its URL."""
+    # The session sandboxes' uid must traverse every parent of the var dir.
+    var_dir = Path(tempfile.mkdtemp(prefix="undoable-serve-")) / "var"
+    os.chmod(var_dir.parent, 0o711)
+    shutil.copytree(template.var_dir, var_dir)
+    port = free_port()
+    log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 (closed below)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "webapp.serve", "-b", "127.0.0.1", "-p", str(port), *options],
+        env=server_env(var_dir), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, open_files),
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: healthy(url), timeout_s=60, what=f"{url}/healthz")
+        yield url
+    finally:
+        process.kill()
+        process.wait()
+        log.close()
+        shutil.rmtree(var_dir.parent, ignore_errors=True)  # sandboxes leave files of other uids
+
+
+def healthy(url: str) -> bool:
+    # The server closes the connection after answering, so it no longer counts against the cap.
+    response = httpx.get(f"{url}/healthz", headers={"Connection": "close"}, timeout=2)
+    return response.status_code == 200
+
+
+def open_idle(url: str, count: int) -> list[socket.socket]:
+    """`count` connections that never send a byte."""
+    port = int(url.rsplit(":", 1)[1])
+    sockets = []
+    for _ in range(count):
+        sock = socket.socket()
+        sock.setblocking(False)
+        sock.connect_ex(("127.0.0.1", port))
+        sockets.append(sock)
+    return sockets
+
+
+def closed_by_server(sockets: list[socket.socket], *, want: int, timeout_s: float) -> set[int]:
+    """Indexes of the sockets the server closed, once `want` of them are or after `timeout_s`."""
+    poller = select.poll()
+    index = {sock.fileno(): i for i, sock in enumerate(sockets)}
+    for fd in index:
+        poller.register(fd, select.POLLIN)
+    closed: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for fd, _ in poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+            poller.unregister(fd)
+            closed.add(index[fd])
+        if len(closed) >= want or time.monotonic() >= deadline:
+            return closed
+
+
+def api(url: str, token: str, path: str, body: dict[str, object], timeout_s: float) -> int | str:
+    """The status of a POST to the API, or the name of the error that stopped it (a timeout, a
+    connection closed with no answer)."""
+    headers = {"Authorization": f"Bearer {token}", "Connection": "close"}
+    try:
+        return httpx.post(url + path, json=body, headers=headers, timeout=timeout_s).status_code
+    except httpx.TransportError as exc:
+        return type(exc).__name__
+
+
+@pytest.fixture
+def many_files() -> None:
+    open_files_limit_raise()  # this process's end of every idle connection is a descriptor too
+
+
+def test_exec_and_sessions_answer_past_1100_idle_connections_that_the_head_timeout_closes(
+    template, tmp_path, many_files
+):
+    options = ("--head-timeout-s", str(HEAD_TIMEOUT_S))
+    with serving(template, tmp_path, *options, open_files=(1024, 4096)) as url:
+        opened = time.monotonic()
+        idle = open_idle(url, IDLE)
+        exec_status = api(url, template.token, "/api/v1/exec", {"code": "print(6*7)"}, 30)
+        session_status = api(url, template.token, "/api/v1/sessions", {}, 30)
+        answered_s = time.monotonic() - opened
+        still_open = IDLE - len(closed_by_server(idle, want=IDLE, timeout_s=0))
+        closed = closed_by_server(idle, want=IDLE, timeout_s=HEAD_TIMEOUT_S + 10)
+        closed_s = time.monotonic() - opened
+    assert (exec_status, session_status, still_open) == (200, 201, IDLE), answered_s
+    assert (len(closed), closed_s >= HEAD_TIMEOUT_S) == (IDLE, True)
+
+
+def test_connections_past_the_cap_are_closed_at_once_and_a_freed_slot_serves_again(
+    template, tmp_path
+):
+    options = ("--max-connections", "20", "--head-timeout-s", "60")
+    with serving(template, tmp_path, *options, open_files=(1024, 4096)) as url:
+        idle = open_idle(url, 25)
+        refused = closed_by_server(idle, want=5, timeout_s=5)
+        still_open = 25 - len(closed_by_server(idle, want=25, timeout_s=0))
+        for sock in idle:
+            sock.close()
+        wait_until(lambda: healthy(url), timeout_s=10, what="a freed slot")
+    assert (refused, still_open) == (set(range(20, 25)), 20)
+
+
+@pytest.mark.sabotage
+def test_sabotage_with_no_limits_and_1024_files_idle_connections_starve_exec(
+    template, tmp_path, many_files
+):
+    options = ("--head-timeout-s", "0", "--idle-timeout-s", "0", "--max-connections", "0")
+    with serving(template, tmp_path, *options, open_files=(1024, 1024)) as url:
+        idle = open_idle(url, IDLE)
+        exec_status = api(url, template.token, "/api/v1/exec", {"code": "print(6*7)"}, 5)
+        for sock in idle:
+            sock.close()
+    assert exec_status in {500, "ReadTimeout", "RemoteProtocolError"}

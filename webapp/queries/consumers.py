@@ -27,7 +27,13 @@ from django.http import Http404
 
 from webapp.queries import publish
 from webapp.queries.models import FINAL_STATUSES, Run
-from webapp.queries.payloads import ChunkPayload, RunOutputEvent, RunStatusEvent, run_group
+from webapp.queries.payloads import (
+    ChangeUpdatedEvent,
+    ChunkPayload,
+    RunOutputEvent,
+    RunStatusEvent,
+    run_group,
+)
 from webapp.queries.selectors import get_run_for_user, run_chunks_after
 from webapp.queries.status import status_payload
 
@@ -138,6 +144,14 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if event["status"]["last_seq"] > self.last_sent:
             await self._replay()
         await self.send_json(event["status"])
+
+    async def change_updated(self, event: ChangeUpdatedEvent) -> None:
+        # Sent long after the run ended too (Keep, Undo, a timeout), when the watchdog no
+        # longer re-checks: ask again whether this person may still see the run.
+        if not await self._still_allowed():
+            await self.close(code=4403)
+            return
+        await self.send_json(event["change"])
 
     async def _send_chunk(self, chunk: ChunkPayload) -> None:
         await self.send_json(chunk)

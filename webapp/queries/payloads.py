@@ -50,5 +50,22 @@ class RunStatusEvent(TypedDict):
     status: StatusPayload
 
 
+class ChangePayload(TypedDict):
+    """How the run's fs/db change stands; the page fetches the panel again when it arrives."""
+
+    type: Literal["change"]
+    change_id: int
+    run_id: int
+    status: str  # webapp.workspaces.models.ChangeStatus
+    message: str
+
+
+class ChangeUpdatedEvent(TypedDict):
+    """Channel-layer event for a change's new status (handled by RunConsumer.change_updated)."""
+
+    type: Literal["change.updated"]
+    change: ChangePayload
+
+
 def run_group(run_id: int) -> str:
     return f"run-{run_id}"

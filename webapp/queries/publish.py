@@ -19,7 +19,12 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from webapp.queries.payloads import RunOutputEvent, RunStatusEvent, run_group
+from webapp.queries.payloads import (
+    ChangeUpdatedEvent,
+    RunOutputEvent,
+    RunStatusEvent,
+    run_group,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -57,9 +62,12 @@ def _target_loop() -> asyncio.AbstractEventLoop:
     return _publisher_loop()
 
 
-def publish_run_event(run_id: int, event: RunOutputEvent | RunStatusEvent) -> None:
+def publish_run_event(
+    run_id: int, event: RunOutputEvent | RunStatusEvent | ChangeUpdatedEvent
+) -> None:
     """Send `event` to everyone watching run `run_id`. Never raises: output is already stored,
-    and a client that missed an event gets it from the replay when it reconnects."""
+    and a client that missed an event gets it from the replay when it reconnects (the page
+    fetches its change panel again then)."""
     layer = get_channel_layer()
     if layer is None:
         return

@@ -30,7 +30,12 @@ from webapp.queries.models import Run
 from webapp.workspaces import decisions
 from webapp.workspaces.jobs import KindJob, allow_private
 from webapp.workspaces.models import ChangeStatus, PendingChange, control_base
-from webapp.workspaces.services import change_set, workspace_for_query, workspace_fs
+from webapp.workspaces.services import (
+    change_set,
+    change_settle,
+    workspace_for_query,
+    workspace_fs,
+)
 
 logger = logging.getLogger(__name__)
 POLL_S = 0.5
@@ -137,9 +142,7 @@ def hold_transaction(change_id: int, pending: db_kind.PendingDb, timeout_s: floa
                 choice = "keep" if status == ChangeStatus.KEEP_REQUESTED else "undo"
                 break
         status, message = _apply(pending, choice)
-        PendingChange.objects.filter(pk=change_id).update(
-            status=status, message=message, updated_at=timezone.now()
-        )
+        change_settle(change_id=change_id, status=status, message=message)
         logger.info(
             "db change settled", extra={"change_id": change_id, "status": status, "choice": choice}
         )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
 from django.utils import timezone
 
 from executor.errors import InvalidSpec
@@ -20,6 +21,8 @@ from executor.kinds.sandbox import sandbox_host_uid
 from webapp import llm
 from webapp.executor_glue import ensure_executor
 from webapp.queries.models import Query, Run
+from webapp.queries.payloads import ChangePayload, ChangeUpdatedEvent
+from webapp.queries.publish import publish_run_event
 from webapp.workspaces import decisions, uploads
 from webapp.workspaces.models import ChangeStatus, PendingChange, Workspace
 
@@ -102,6 +105,8 @@ def _decide(change: PendingChange, *, keep: bool) -> PendingChange:
         )
         if not updated:
             raise NothingPending("this transaction is not waiting for a decision any more")
+        change.status = wanted
+        change_publish(change)
         # In this process (the embedded runner) the holder answers at once: show its result.
         decisions.decision_made(change.pk, wait_s=DECISION_WAIT_S)
         change.refresh_from_db()
@@ -115,19 +120,15 @@ def _decide(change: PendingChange, *, keep: bool) -> PendingChange:
     if keep:
         uid = sandbox_host_uid(ensure_executor())
         change.changes = [c.as_dict() for c in pending.keep(owner_uid=uid)]
-        change.status, change.message = ChangeStatus.KEPT, "Applied to the workspace."
+        change_set(change, ChangeStatus.KEPT, "Applied to the workspace.")
     else:
         pending.undo()
-        change.status, change.message = (
-            ChangeStatus.UNDONE,
-            "Discarded; the workspace is as before.",
-        )
-    change.save()
+        change_set(change, ChangeStatus.UNDONE, "Discarded; the workspace is as before.")
     return change
 
 
 def change_set(change: PendingChange, status: str, message: str) -> None:
-    """Record how a run's change ended (or that it awaits a choice)."""
+    """Record how a run's change ended (or that it awaits a choice), and tell its page."""
     change.status = status
     change.message = message
     change.updated_at = timezone.now()
@@ -136,6 +137,30 @@ def change_set(change: PendingChange, status: str, message: str) -> None:
         "change settled",
         extra={"run_id": change.run_id, "change_id": change.pk, "status": status},
     )
+    change_publish(change)
+
+
+def change_settle(*, change_id: int, status: str, message: str) -> None:
+    """The db holder's last word on its change; nothing if the row is gone (run deleted)."""
+    change = PendingChange.objects.filter(pk=change_id).first()
+    if change is not None:
+        change_set(change, status, message)
+
+
+def change_publish(change: PendingChange) -> None:
+    """`change.updated` to the run's websocket group, once the write is committed."""
+    event = ChangeUpdatedEvent(
+        type="change.updated",
+        change=ChangePayload(
+            type="change",
+            change_id=change.pk,
+            run_id=change.run_id,
+            status=change.status,
+            message=change.message,
+        ),
+    )
+    run_id = change.run_id
+    transaction.on_commit(lambda: publish_run_event(run_id, event))
 
 
 def query_regenerate_reverse(*, query: Query, forward_run: Run, forward_output: str) -> Query:

@@ -25,6 +25,7 @@ from webapp.queries.forms import HandWrittenForm, PromptForm, RunBody, SaveBody
 from webapp.queries.models import Query, RunDirection
 from webapp.queries.selectors import get_query_for_user, get_run_for_user, run_list_for_query
 from webapp.queries.status import run_failure, status_payload
+from webapp.workspaces.selectors import workspace_panel_for_query
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +119,8 @@ def query_detail(request: HttpRequest, query_id: int) -> HttpResponse:
             "confirm_phrase": services.CONFIRM_PHRASE,
             # History's Re-run of an action outside the sandbox lands here instead of running.
             "rerun_requested": request.GET.get("rerun") == "1",
+            # The fs/db/rest panel in the first HTML, as the panel view renders it.
+            **(workspace_panel_for_query(query) if query.kind != "python" else {}),
             "page_data": {
                 "queryId": query.pk,
                 "saveUrl": reverse("queries:query-save", args=[query.pk]),

@@ -7,9 +7,12 @@ from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.http import Http404
+from django.utils import timezone
 
-from webapp.queries.models import Query
+from webapp import llm
+from webapp.queries.models import Query, Run, RunDirection, RunStatus
 from webapp.workspaces.models import PendingChange, Workspace
+from webapp.workspaces.services import workspace_for_query
 
 MAX_LISTED = 200
 
@@ -28,6 +31,27 @@ def get_change_for_user(user: User | AnonymousUser, change_id: int) -> PendingCh
 
 def change_latest_for_query(query: Query) -> PendingChange | None:
     return PendingChange.objects.filter(run__query=query).order_by("-created_at", "-id").first()
+
+
+def workspace_panel_for_query(query: Query) -> dict[str, Any]:
+    """Everything templates/workspaces/panel_body.html shows, for the query page's first HTML
+    and for the panel view the page fetches when a change event arrives. The workspace
+    (and its folder) is created on first view, so an empty one can take uploads."""
+    workspace = workspace_for_query(query) if query.kind in ("fs", "db") else None
+    change = change_latest_for_query(query)
+    seconds_left = None
+    if change is not None and change.deadline is not None and change.is_open:
+        seconds_left = max(0, int((change.deadline - timezone.now()).total_seconds()))
+    has_forward = Run.objects.filter(
+        query=query, direction=RunDirection.FORWARD, status=RunStatus.SUCCEEDED
+    ).exists()
+    return {
+        "workspace": workspace,
+        "files": workspace_listing(workspace) if workspace else [],
+        "change": change,
+        "seconds_left": seconds_left,
+        "can_regenerate": has_forward and llm.llm_configured(),
+    }
 
 
 def workspace_listing(workspace: Workspace) -> list[dict[str, Any]]:

@@ -3,26 +3,24 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.utils import timezone
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
 from executor.errors import ExecutorError
 from webapp import llm
 from webapp.queries import services as query_services
-from webapp.queries.models import Run, RunDirection, RunStatus
+from webapp.queries.models import Query, Run, RunDirection, RunStatus
 from webapp.queries.selectors import get_query_for_user
 from webapp.workspaces import services
+from webapp.workspaces.models import PendingChange
 from webapp.workspaces.runs import forward_output
-from webapp.workspaces.selectors import (
-    change_latest_for_query,
-    get_change_for_user,
-    workspace_listing,
-)
+from webapp.workspaces.selectors import get_change_for_user, workspace_panel_for_query
 
 logger = logging.getLogger(__name__)
 
@@ -34,27 +32,32 @@ def _back(query_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def panel(request: HttpRequest, query_id: int) -> HttpResponse:
-    """The panel's body; the page fetches it again while a run or a choice is open."""
+    """The panel's body; the page fetches it again when its run socket reports a change."""
     query = get_query_for_user(request.user, query_id)
-    workspace = services.workspace_for_query(query) if query.kind in ("fs", "db") else None
-    change = change_latest_for_query(query)
-    seconds_left = None
-    if change is not None and change.deadline is not None and change.is_open:
-        seconds_left = max(0, int((change.deadline - timezone.now()).total_seconds()))
-    has_forward = Run.objects.filter(
-        query=query, direction=RunDirection.FORWARD, status=RunStatus.SUCCEEDED
-    ).exists()
-    return render(
-        request,
-        "workspaces/panel_body.html",
-        {
-            "query": query,
-            "workspace": workspace,
-            "files": workspace_listing(workspace) if workspace else [],
-            "change": change,
-            "seconds_left": seconds_left,
-            "can_regenerate": has_forward and llm.llm_configured(),
-        },
+    return render(request, "workspaces/panel_body.html", _panel_context(query))
+
+
+def _panel_context(query: Query) -> dict[str, Any]:
+    return {"query": query, **workspace_panel_for_query(query)}
+
+
+def _wants_json(request: HttpRequest) -> bool:
+    return "application/json" in request.headers.get("Accept", "")
+
+
+def _decided(request: HttpRequest, change: PendingChange, error: str) -> HttpResponse:
+    """The page's fetch gets the panel as it now stands (and the error, if any); a plain form
+    post goes back to the page with the error as a message."""
+    query = change.run.query
+    if not _wants_json(request):
+        if error:
+            messages.error(request, error)
+        return _back(query.pk)
+    change.refresh_from_db()
+    html = render_to_string("workspaces/panel_body.html", _panel_context(query), request=request)
+    return JsonResponse(
+        {"change_id": change.pk, "status": change.status, "error": error, "panel": html},
+        status=409 if error else 200,
     )
 
 
@@ -101,8 +104,8 @@ def change_keep(request: HttpRequest, change_id: int) -> HttpResponse:
     try:
         services.change_keep(change=change)
     except ExecutorError as exc:
-        messages.error(request, f"Keep failed: {exc}")
-    return _back(change.run.query_id)
+        return _decided(request, change, f"Keep failed: {exc}")
+    return _decided(request, change, "")
 
 
 @login_required
@@ -112,8 +115,8 @@ def change_undo(request: HttpRequest, change_id: int) -> HttpResponse:
     try:
         services.change_undo(change=change)
     except ExecutorError as exc:
-        messages.error(request, f"Undo failed: {exc}")
-    return _back(change.run.query_id)
+        return _decided(request, change, f"Discard failed: {exc}")
+    return _decided(request, change, "")
 
 
 @login_required

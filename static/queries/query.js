@@ -162,6 +162,12 @@
     showReason(final ? status : null);
     if (final && consoleView.isEmpty()) consoleView.hint("This run printed nothing.");
     if (final) refreshRunList();
+    announce("undoable:run-status", status);
+  }
+
+  // The workspace panel (static/workspaces/panel.js) follows the run through these events.
+  function announce(name, detail) {
+    document.dispatchEvent(new CustomEvent(name, { detail: detail }));
   }
 
   // Why the run did not succeed and the next step (the server words both: status.reason,
@@ -196,6 +202,10 @@
     current.stream = new window.UndoableRunStream(run.ws_path, {
       onChunk: function (chunk) { consoleView.write(chunk.stream, chunk.text); },
       onStatus: showStatus,
+      // An fs/db run's change is kept or discarded after the run ended: keep listening.
+      stayOpen: !!document.querySelector("[data-workspace-panel][data-changes]"),
+      onChange: function (change) { announce("undoable:change", change); },
+      onConnection: function (connected) { announce("undoable:run-socket", { connected: connected }); },
     });
   }
 

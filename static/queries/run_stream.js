@@ -1,6 +1,7 @@
 // Follow one run over its websocket: replay after the last seq seen, then live. Duplicates
 // (seq <= last seen) are dropped, so a reconnect or a reload shows every chunk exactly once.
-// The socket reconnects with exponential backoff until the run reaches a final status.
+// The socket reconnects with exponential backoff until the run reaches a final status; with
+// handlers.stayOpen (an fs/db page) it stays open after that for the run's change events.
 (function () {
   "use strict";
   var FINAL = { succeeded: 1, failed: 1, timed_out: 1, cancelled: 1 };
@@ -37,7 +38,9 @@
         self.handlers.onChunk(message);
       } else if (message.type === "status") {
         self.handlers.onStatus(message);
-        if (FINAL[message.status] && message.last_seq <= self.lastSeq) self.close();
+        if (FINAL[message.status] && message.last_seq <= self.lastSeq && !self.handlers.stayOpen) self.close();
+      } else if (message.type === "change") {
+        if (self.handlers.onChange) self.handlers.onChange(message);
       }
     };
     socket.onclose = function () {

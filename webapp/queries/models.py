@@ -44,6 +44,30 @@ class Query(models.Model):
         return f"Query {self.pk}: {self.prompt[:40]}"
 
 
+class QueryVersion(models.Model):
+    """The code (and what came with it) a new proposal replaced, so "Undo replace" can bring it
+    back. Only the last few per query are kept (services.VERSIONS_KEPT)."""
+
+    query = models.ForeignKey(Query, on_delete=models.CASCADE, related_name="versions")
+    forward_code = models.TextField(blank=True)
+    reverse_code = models.TextField(blank=True)
+    generated_forward_code = models.TextField(blank=True)
+    generated_reverse_code = models.TextField(blank=True)
+    forward_code_before_fix = models.TextField(blank=True)
+    reverse_code_before_fix = models.TextField(blank=True)
+    explanation = models.TextField(blank=True)
+    hosts = models.JSONField(default=list, blank=True)
+    credential_names = models.JSONField(default=list, blank=True)
+    reversible = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Version {self.pk} of query {self.query_id}"
+
+
 class RunDirection(models.TextChoices):
     FORWARD = "forward", "Forward"
     REVERSE = "reverse", "Reverse (undo)"

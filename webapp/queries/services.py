@@ -18,7 +18,7 @@ from django.utils import timezone
 from webapp import llm
 from webapp.credentials.handoff import credentials_stash
 from webapp.queries import cancel as cancel_signal
-from webapp.queries.models import Query, QueryKind, Run, RunDirection, RunStatus
+from webapp.queries.models import Query, QueryKind, QueryVersion, Run, RunDirection, RunStatus
 from webapp.queries.publish import publish_run_event
 from webapp.queries.status import run_failure_log, status_event
 
@@ -27,6 +27,22 @@ logger = logging.getLogger(__name__)
 # What the person types before a forward run of an action the model marked irreversible. The page
 # asks for it; the server checks it (a request that skips the page must not skip the question).
 CONFIRM_PHRASE = "run anyway"
+
+# How many replaced versions of a query "Undo replace" can step back through.
+VERSIONS_KEPT = 20
+# What a new proposal replaces, and so what a version keeps and "Undo replace" puts back.
+_VERSIONED_FIELDS = (
+    "forward_code",
+    "reverse_code",
+    "generated_forward_code",
+    "generated_reverse_code",
+    "forward_code_before_fix",
+    "reverse_code_before_fix",
+    "explanation",
+    "hosts",
+    "credential_names",
+    "reversible",
+)
 
 
 class ConfirmationRequired(PermissionDenied):
@@ -64,7 +80,9 @@ def query_create_blank(*, owner: User, prompt: str = "", kind: str = "python") -
 def query_generate(*, query: Query, credential_names: list[str] | None = None) -> Query:
     """Ask the LLM again for this query's prompt; replaces both codes.
 
-    On failure raises LLMError and records it in `generation_error`; the code is left alone.
+    The replaced code (edits included) is kept as a QueryVersion first, so `query_undo_replace`
+    can put it back. On failure raises LLMError and records it in `generation_error`; the code
+    is left alone and no version is added.
     """
     try:
         proposal = llm.propose_action(
@@ -74,9 +92,45 @@ def query_generate(*, query: Query, credential_names: list[str] | None = None) -
         query.generation_error = str(exc)
         query.save(update_fields=["generation_error", "updated_at"])
         raise
-    _apply_proposal(query, proposal)
-    query.save()
+    with transaction.atomic():
+        _version_keep(query)
+        _apply_proposal(query, proposal)
+        query.save()
+    logger.info("query code replaced by a new proposal", extra={"query_id": query.pk})
     return query
+
+
+def _version_keep(query: Query) -> None:
+    """Keep the query's current code as a version (nothing to keep for two empty editors)."""
+    if not (query.forward_code.strip() or query.reverse_code.strip()):
+        return
+    QueryVersion.objects.create(
+        query=query, **{name: getattr(query, name) for name in _VERSIONED_FIELDS}
+    )
+    stale = query.versions.order_by("-created_at", "-id").values_list("pk", flat=True)
+    QueryVersion.objects.filter(pk__in=list(stale[VERSIONS_KEPT:])).delete()
+
+
+def query_undo_replace(*, query: Query) -> QueryVersion | None:
+    """Put back the code the last proposal replaced; that version leaves the list.
+
+    Returns the restored version, or None (nothing changes) when there is none left.
+    """
+    with transaction.atomic():
+        version = (
+            QueryVersion.objects.select_for_update()
+            .filter(query=query)
+            .order_by("-created_at", "-id")
+            .first()
+        )
+        if version is None:
+            return None
+        for name in _VERSIONED_FIELDS:
+            setattr(query, name, getattr(version, name))
+        query.save(update_fields=[*_VERSIONED_FIELDS, "updated_at"])
+        version.delete()
+    logger.info("replaced query code restored", extra={"query_id": query.pk})
+    return version
 
 
 def _apply_proposal(query: Query, proposal: llm.Proposal) -> None:

@@ -11,6 +11,11 @@ urlpatterns = [
     path("queries/<int:query_id>/", views.query_detail, name="query-detail"),
     path("queries/<int:query_id>/save", views.query_save, name="query-save"),
     path("queries/<int:query_id>/regenerate", views.query_regenerate, name="query-regenerate"),
+    path(
+        "queries/<int:query_id>/undo-replace",
+        views.query_undo_replace,
+        name="query-undo-replace",
+    ),
     path("queries/<int:query_id>/runs", views.run_create, name="run-create"),
     path("queries/<int:query_id>/runs/list", views.run_list, name="run-list"),
     path("runs/<int:run_id>/", views.run_detail, name="run-detail"),

@@ -117,6 +117,8 @@ def query_detail(request: HttpRequest, query_id: int) -> HttpResponse:
             "llm_configured": llm.llm_configured(),
             "executor_problem": _sandbox_problem(),
             "confirm_phrase": services.CONFIRM_PHRASE,
+            # Versions a new proposal replaced: "Undo replace" puts the latest one back.
+            "replaced_versions": query.versions.count(),
             # History's Re-run of an action outside the sandbox lands here instead of running.
             "rerun_requested": request.GET.get("rerun") == "1",
             # The fs/db/rest panel in the first HTML, as the panel view renders it.
@@ -144,6 +146,17 @@ def query_regenerate(request: HttpRequest, query_id: int) -> HttpResponse:
         services.query_generate(query=query)
     except llm.LLMError as exc:
         messages.error(request, f"Generation failed: {exc}")
+    return redirect("queries:query-detail", query_id=query.pk)
+
+
+@login_required
+@require_POST
+def query_undo_replace(request: HttpRequest, query_id: int) -> HttpResponse:
+    query = get_query_for_user(request.user, query_id)
+    if services.query_undo_replace(query=query) is None:
+        messages.info(request, "There is no replaced code to put back.")
+    else:
+        messages.success(request, "The code the proposal replaced is back in the editors.")
     return redirect("queries:query-detail", query_id=query.pk)
 
 

@@ -1,5 +1,5 @@
 // The query page: two editors with autosave, Run/Stop, the live console, the run list, the
-// "changed from generated" diffs and the Fix button.
+// "changed from generated" diffs, the Fix button and the guard on Propose again / Undo replace.
 (function () {
   "use strict";
   var lib = window.UndoableEditor;
@@ -108,6 +108,38 @@
   window.addEventListener("pagehide", function () { save(true); });
   document.addEventListener("visibilitychange", function () {
     if (document.visibilityState === "hidden") save(true);
+  });
+
+  // --- Propose again / Undo replace -------------------------------------------------------
+  // Both replace the editors' code (the server keeps what Propose again replaced). With edits in
+  // the editors they ask first, and pending edits are saved before the form goes, so the kept
+  // version has them and no late autosave can overwrite the new code.
+  function edited() {
+    return dirty || ["forward", "reverse"].some(function (side) {
+      return editors[side].getValue() !== generated[side];
+    });
+  }
+
+  document.querySelectorAll("[data-replace-form]").forEach(function (form) {
+    var button = form.querySelector("button[type=submit]");
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      if (button.disabled) return;
+      if (edited() && !window.confirm(form.getAttribute("data-confirm"))) {
+        saveState.textContent = "Nothing replaced: your code is as it was.";
+        return;
+      }
+      button.disabled = true;
+      save().then(function () {
+        if (dirty) {
+          button.disabled = false;
+          saveState.textContent = "Nothing replaced: your edits could not be saved first.";
+          return;
+        }
+        button.textContent = form.getAttribute("data-busy-label");
+        form.submit();
+      });
+    });
   });
 
   // --- "changed from generated" / "before the fix" diffs ------------------------------------

@@ -206,6 +206,7 @@ def test_a_keyboard_alone_proposes_runs_and_keeps_a_change(
     page.keyboard.press("Enter")
 
     expect(page.get_by_test_id("forward-editor")).to_contain_text("notes.txt")
+    expect(page.locator("#editor-keys")).to_contain_text("press Esc, then Tab")
     _assert_focus_visible(_tab_to(page, "[data-testid=run-forward]"))
     page.keyboard.press("Enter")
     keep = page.get_by_test_id("keep")

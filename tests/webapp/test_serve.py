@@ -187,4 +187,6 @@ def test_sabotage_with_no_limits_and_1024_files_idle_connections_starve_exec(
         exec_status = api(url, template.token, "/api/v1/exec", {"code": "print(6*7)"}, 5)
         for sock in idle:
             sock.close()
-    assert exec_status in {500, "ReadTimeout", "RemoteProtocolError"}
+    # How it fails depends on where the server runs out of descriptors (a 500, a reset, a
+    # hang); that it is not served is the breach.
+    assert exec_status not in {200, 201}, exec_status

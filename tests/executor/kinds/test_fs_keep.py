@@ -11,7 +11,6 @@ import base64
 import json
 import os
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,7 @@ from executor.kinds.fs import FsOutcome, FsWorkspace, prepared
 from executor.kinds.sandbox import sandbox_host_uid
 from executor.result import RunResult
 from executor.spec import RunSpec
-
-STRANGER = 12345  # an unprivileged host uid that owns nothing here
+from tests.setuid_elf import STRANGER, euid_as_stranger
 
 
 def run_fs(
@@ -60,17 +58,6 @@ def workspace(place: Path) -> FsWorkspace:
     return FsWorkspace(root, place / "state")
 
 
-@pytest.fixture(scope="session")
-def whoami_elf(tmp_path_factory) -> bytes:
-    """A tiny ELF that prints its effective uid."""
-    folder = tmp_path_factory.mktemp("elf")
-    (folder / "whoami.c").write_text(
-        '#include <stdio.h>\n#include <unistd.h>\nint main(void){printf("%d\\n",(int)geteuid());}\n'
-    )
-    subprocess.run(["gcc", "-O1", "-o", "whoami", "whoami.c"], cwd=folder, check=True)
-    return (folder / "whoami").read_bytes()
-
-
 def plant_setuid(elf: bytes) -> str:
     return (
         "import base64, os\n"
@@ -84,18 +71,12 @@ def plant_setuid(elf: bytes) -> str:
     )
 
 
-def euid_of_kept(path: Path) -> str:
-    """What the kept ELF prints when an unprivileged stranger runs it."""
-    argv = ["setpriv", f"--reuid={STRANGER}", f"--regid={STRANGER}", "--clear-groups", str(path)]
-    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
-
-
 def test_deny_keep_drops_setuid_and_writable_bits_and_root_ownership(
     backend, limits, workspace, whoami_elf
 ):
     outcome = kept(backend, limits, workspace, plant_setuid(whoami_elf))
     root = workspace.root
-    assert euid_of_kept(root / "whoami") == str(STRANGER)
+    assert euid_as_stranger(root / "whoami") == str(STRANGER)
     for rel in ("whoami", "shared", "shared/open.txt"):
         st = (root / rel).lstat()
         assert st.st_mode & 0o7022 == 0, (rel, oct(st.st_mode))
@@ -114,7 +95,7 @@ def test_sabotage_without_the_mask_or_the_owner_the_kept_elf_runs_as_root(
     monkeypatch.setattr(fs_tree, "kept_mode", lambda kind, mode: mode)
     monkeypatch.setattr(fs_apply, "effective_owner", lambda owner_uid: None)
     kept(backend, limits, workspace, plant_setuid(whoami_elf))
-    assert euid_of_kept(workspace.root / "whoami") == "0"
+    assert euid_as_stranger(workspace.root / "whoami") == "0"
 
 
 @pytest.mark.sabotage

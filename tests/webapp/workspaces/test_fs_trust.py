@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,13 +17,13 @@ from django.urls import reverse
 from executor import quota
 from executor.kinds import fs_apply, fs_listing, fs_tree, fs_walk
 from tests.factories import QueryFactory
+from tests.setuid_elf import STRANGER, euid_as_stranger
 from webapp.queries import runner, services
 from webapp.queries.models import Query, Run, RunStatus
 from webapp.workspaces import services as ws
 from webapp.workspaces.models import ChangeStatus, PendingChange
 
 pytestmark = pytest.mark.usefixtures("threads_runner", "workspaces_root")
-STRANGER = 12345  # an unprivileged host uid that owns nothing here
 
 
 def finished(run: Run, timeout: float = 60.0) -> Run:
@@ -51,16 +50,6 @@ def keep(code: str, **query) -> Path:
     return ws.workspace_for_query(run.query).root
 
 
-@pytest.fixture(scope="module")
-def whoami_elf(tmp_path_factory) -> bytes:
-    folder = tmp_path_factory.mktemp("elf")
-    (folder / "whoami.c").write_text(
-        '#include <stdio.h>\n#include <unistd.h>\nint main(void){printf("%d\\n",(int)geteuid());}\n'
-    )
-    subprocess.run(["gcc", "-O1", "-o", "whoami", "whoami.c"], cwd=folder, check=True)
-    return (folder / "whoami").read_bytes()
-
-
 def plant_setuid(elf: bytes) -> str:
     return (
         "import base64, os\n"
@@ -71,14 +60,9 @@ def plant_setuid(elf: bytes) -> str:
     )
 
 
-def euid_of(path: Path) -> str:
-    argv = ["setpriv", f"--reuid={STRANGER}", f"--regid={STRANGER}", "--clear-groups", str(path)]
-    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
-
-
 def test_deny_a_kept_setuid_elf_runs_as_the_stranger_not_root(whoami_elf):
     root = keep(plant_setuid(whoami_elf))
-    assert euid_of(root / "whoami") == str(STRANGER)
+    assert euid_as_stranger(root / "whoami") == str(STRANGER)
     for name in ("whoami", "open.txt"):
         st = (root / name).lstat()
         assert (st.st_mode & 0o7022, st.st_uid != 0) == (0, True)
@@ -89,7 +73,7 @@ def test_sabotage_without_mask_and_owner_a_kept_setuid_elf_runs_as_root(whoami_e
     monkeypatch.setattr(fs_tree, "kept_mode", lambda kind, mode: mode)
     monkeypatch.setattr(fs_apply, "effective_owner", lambda owner_uid: None)
     root = keep(plant_setuid(whoami_elf))
-    assert euid_of(root / "whoami") == "0"
+    assert euid_as_stranger(root / "whoami") == "0"
 
 
 FIRST_LINK = (

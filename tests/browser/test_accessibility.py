@@ -14,17 +14,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import Browser, Page, expect
 
 from tests.browser.conftest import AppServer
+from tests.browser.site import Scheme, new_context, pending_fs_site
 from tests.fakes.llm_server import FakeLLMServer, tool_call
 
 pytestmark = pytest.mark.browser
 
-Scheme = Literal["light", "dark"]
+
 AXE = Path(__file__).parent / "vendor" / "axe.min.js"
 WCAG_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 BLOCKING_IMPACTS = {"serious", "critical"}
@@ -70,58 +70,20 @@ class Site:
     paths: dict[str, str]
 
 
-def _new_context(
-    chromium: Browser, app_server: AppServer, *, signed_in: bool, color_scheme: Scheme = "light"
-) -> BrowserContext:
-    context = chromium.new_context(
-        base_url=app_server.url,
-        viewport={"width": 1280, "height": 800},
-        color_scheme=color_scheme,
-    )
-    if signed_in:
-        context.add_cookies(
-            [{"name": "sessionid", "value": app_server.session_key, "url": app_server.url}]
-        )
-    return context
-
-
 @pytest.fixture(scope="module")
 def site(
     chromium: Browser, app_server: AppServer, fake_llm_server: FakeLLMServer
 ) -> Iterator[Site]:
     """An fs query whose run left a pending change, a share link of it and an API token."""
-    context = _new_context(chromium, app_server, signed_in=True)
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    fake_llm_server.script(tool_call(PROPOSAL))
-    page.goto("/")
-    page.get_by_placeholder("What should happen?").fill(PROMPT)
-    page.locator("select[name=kind]").select_option("fs")
-    page.get_by_test_id("generate").click()
-    expect(page.get_by_test_id("forward-editor")).to_contain_text("notes.txt")
-    query_path = page.url.removeprefix(app_server.url)
-    page.get_by_test_id("run-forward").click()
-    expect(page.get_by_test_id("keep")).to_be_visible(timeout=30_000)
-    page.get_by_test_id("share-button").click()
-    expect(page.get_by_test_id("share")).to_be_visible()
-    share_path = page.url.removeprefix(app_server.url)
-    page.goto("/accounts/")
-    page.locator("#token-name").fill("screen reader agent")
-    page.get_by_role("button", name="Create token").click()
-    expect(page.locator(".token-list")).to_contain_text("screen reader agent")
-    context.close()
     yield Site(
-        paths={
-            "landing": "/",
-            "login": "/accounts/login/",
-            "signup": "/accounts/signup/",
-            "home": "/",
-            "query": query_path,
-            "history": "/history/",
-            "tokens": "/accounts/#api-tokens",
-            "shares": "/s/",
-            "share": share_path,
-        }
+        paths=pending_fs_site(
+            chromium,
+            app_server,
+            fake_llm_server,
+            prompt=PROMPT,
+            proposal=PROPOSAL,
+            token_name="screen reader agent",
+        )
     )
 
 
@@ -142,7 +104,7 @@ def _describe(violations: list[dict]) -> str:
 def test_axe_finds_no_serious_violation(
     chromium: Browser, app_server: AppServer, site: Site, name: str, color_scheme: Scheme
 ) -> None:
-    context = _new_context(
+    context = new_context(
         chromium, app_server, signed_in=name not in ANONYMOUS, color_scheme=color_scheme
     )
     page = context.new_page()
@@ -178,7 +140,7 @@ def _assert_focus_visible(focus: dict) -> None:
 
 @pytest.fixture
 def keyboard_page(chromium: Browser, app_server: AppServer) -> Iterator[Page]:
-    context = _new_context(chromium, app_server, signed_in=True)
+    context = new_context(chromium, app_server, signed_in=True)
     page = context.new_page()
     page.set_default_timeout(20_000)
     yield page

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import Browser, Page, expect
 
 from tests.browser.conftest import AppServer
-from tests.fakes.llm_server import FakeLLMServer, tool_call
+from tests.browser.site import new_context, pending_fs_site
+from tests.fakes.llm_server import FakeLLMServer
 
 pytestmark = pytest.mark.browser
 
@@ -78,60 +79,21 @@ class Site:
     paths: dict[str, str]
 
 
-def _new_context(
-    chromium: Browser, app_server: AppServer, *, width: int, signed_in: bool
-) -> BrowserContext:
-    context = chromium.new_context(
-        base_url=app_server.url,
-        viewport={"width": width, "height": 844 if width < 800 else 800},
-        device_scale_factor=1,
-    )
-    if signed_in:
-        context.add_cookies(
-            [{"name": "sessionid", "value": app_server.session_key, "url": app_server.url}]
-        )
-    return context
-
-
 @pytest.fixture(scope="module")
 def site(
     chromium: Browser, app_server: AppServer, fake_llm_server: FakeLLMServer
 ) -> Iterator[Site]:
     """An fs query whose run left a pending change, a share link of it and an API token."""
-    context = _new_context(chromium, app_server, width=1280, signed_in=True)
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    fake_llm_server.script(tool_call(PROPOSAL))
-    page.goto("/")
-    page.get_by_placeholder("What should happen?").fill(PROMPT)
-    page.locator("select[name=kind]").select_option("fs")
-    page.get_by_test_id("generate").click()
-    expect(page.get_by_test_id("forward-editor")).to_contain_text("summary")
-    query_path = page.url.removeprefix(app_server.url)
-    page.get_by_test_id("run-forward").click()
-    expect(page.get_by_test_id("keep")).to_be_visible(timeout=30_000)
-    page.get_by_test_id("share-include-output").check()
-    page.get_by_test_id("share-button").click()
-    expect(page.get_by_test_id("share")).to_be_visible()
-    share_path = page.url.removeprefix(app_server.url)
-    page.goto("/accounts/")
-    page.locator("#token-name").fill("laptop agent")
-    page.get_by_role("button", name="Create token").click()
-    expect(page.locator(".token-list")).to_contain_text("laptop agent")
-    context.close()
     yield Site(
-        paths={
-            "home": "/",
-            "query": query_path,
-            "history": "/history/",
-            "tokens": "/accounts/#api-tokens",
-            "shares": "/s/",
-            "share": share_path,
-            "login": "/accounts/login/",
-            "signup": "/accounts/signup/",
-            "landing": "/",
-            "404": "/no-such-page/",
-        }
+        paths=pending_fs_site(
+            chromium,
+            app_server,
+            fake_llm_server,
+            prompt=PROMPT,
+            proposal=PROPOSAL,
+            token_name="laptop agent",
+            share_output=True,
+        )
     )
 
 
@@ -141,7 +103,7 @@ def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _open(chromium: Browser, app_server: AppServer, site: Site, name: str, width: int) -> Page:
-    context = _new_context(chromium, app_server, width=width, signed_in=name not in ANONYMOUS)
+    context = new_context(chromium, app_server, width=width, signed_in=name not in ANONYMOUS)
     page = context.new_page()
     page.set_default_timeout(20_000)
     page.goto(site.paths[name])

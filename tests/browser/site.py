@@ -1,0 +1,85 @@
+"""What the page-wide browser tests share: a browser context, and a site with something on it.
+
+`pending_fs_site` drives the real flow once (prompt, propose, run an fs query to a pending change,
+share it, make an API token) and returns the paths of every main page, for tests that visit them
+all (layout at phone widths, accessibility).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from playwright.sync_api import Browser, BrowserContext, expect
+
+from tests.browser.conftest import AppServer
+from tests.fakes.llm_server import FakeLLMServer, tool_call
+
+Scheme = Literal["light", "dark"]
+
+
+def new_context(
+    chromium: Browser,
+    app_server: AppServer,
+    *,
+    signed_in: bool,
+    width: int = 1280,
+    color_scheme: Scheme = "light",
+) -> BrowserContext:
+    context = chromium.new_context(
+        base_url=app_server.url,
+        viewport={"width": width, "height": 844 if width < 800 else 800},
+        device_scale_factor=1,
+        color_scheme=color_scheme,
+    )
+    if signed_in:
+        context.add_cookies(
+            [{"name": "sessionid", "value": app_server.session_key, "url": app_server.url}]
+        )
+    return context
+
+
+def pending_fs_site(
+    chromium: Browser,
+    app_server: AppServer,
+    fake_llm_server: FakeLLMServer,
+    *,
+    prompt: str,
+    proposal: dict[str, object],
+    token_name: str,
+    share_output: bool = False,
+) -> dict[str, str]:
+    """Paths of the main pages, with an fs query left pending, a share of it and a token."""
+    context = new_context(chromium, app_server, signed_in=True)
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    fake_llm_server.script(tool_call(proposal))
+    page.goto("/")
+    page.get_by_placeholder("What should happen?").fill(prompt)
+    page.locator("select[name=kind]").select_option("fs")
+    page.get_by_test_id("generate").click()
+    expect(page.get_by_test_id("forward-editor")).to_contain_text("open(")
+    query_path = page.url.removeprefix(app_server.url)
+    page.get_by_test_id("run-forward").click()
+    expect(page.get_by_test_id("keep")).to_be_visible(timeout=30_000)
+    if share_output:
+        page.get_by_test_id("share-include-output").check()
+    page.get_by_test_id("share-button").click()
+    expect(page.get_by_test_id("share")).to_be_visible()
+    share_path = page.url.removeprefix(app_server.url)
+    page.goto("/accounts/")
+    page.locator("#token-name").fill(token_name)
+    page.get_by_role("button", name="Create token").click()
+    expect(page.locator(".token-list")).to_contain_text(token_name)
+    context.close()
+    return {
+        "landing": "/",
+        "login": "/accounts/login/",
+        "signup": "/accounts/signup/",
+        "home": "/",
+        "query": query_path,
+        "history": "/history/",
+        "tokens": "/accounts/#api-tokens",
+        "shares": "/s/",
+        "share": share_path,
+        "404": "/no-such-page/",
+    }

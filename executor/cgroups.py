@@ -114,31 +114,25 @@ class SandboxCgroup:
 
     def oom_killed(self) -> bool:
         """True if the kernel OOM-killed a process of this sandbox."""
-        if "memory" not in self.dirs:
-            return False
-        try:
-            with open(os.path.join(self.dirs["memory"], "memory.oom_control")) as status:
-                for line in status:
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(value) > 0
-        except OSError:
-            return False
-        return False
+        return self._counter("memory", "memory.oom_control", "oom_kill") > 0
 
     def pids_max_hit(self) -> bool:
         """True if the pids controller refused a fork in this sandbox (pids.events "max")."""
-        if "pids" not in self.dirs:
-            return False
+        return self._counter("pids", "pids.events", "max") > 0
+
+    def _counter(self, controller: str, name: str, key: str) -> int:
+        """One `key value` line of a cgroup file; 0 when the controller or the line is absent."""
+        if controller not in self.dirs:
+            return 0
         try:
-            with open(os.path.join(self.dirs["pids"], "pids.events")) as events:
-                for line in events:
-                    key, _, value = line.partition(" ")
-                    if key == "max":
-                        return int(value) > 0
+            with open(os.path.join(self.dirs[controller], name)) as lines:
+                for line in lines:
+                    found, _, value = line.partition(" ")
+                    if found == key:
+                        return int(value)
         except OSError:
-            return False
-        return False
+            return 0
+        return 0
 
     def runnable_s(self) -> float:
         """The longest any process of the sandbox has been running or waiting to run.

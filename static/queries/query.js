@@ -276,8 +276,10 @@
     });
   }
 
+  // The buttons come disabled from the server: a click before this script ran would do nothing.
   document.querySelectorAll("[data-run]").forEach(function (button) {
     button.addEventListener("click", function () { startRun(button.getAttribute("data-run")); });
+    button.disabled = false;
   });
 
   stopButton.addEventListener("click", function () {

@@ -11,9 +11,28 @@
     button.addEventListener("click", function () {
       textarea.value = button.getAttribute("data-example");
       kind.value = button.getAttribute("data-example-kind");
+      if (count) showCount();
       textarea.focus();
     });
   });
+
+  // The server refuses a prompt over its limit (and says so); the count warns before that,
+  // instead of the browser cutting pasted text without a word.
+  var count = form.querySelector("[data-prompt-count]");
+  var maxChars = Number(textarea.getAttribute("data-max-chars")) || 0;
+  function showCount() {
+    var length = textarea.value.length;
+    var over = maxChars && length > maxChars;
+    count.hidden = !maxChars || length < maxChars * 0.8;
+    count.classList.toggle("over", !!over);
+    count.textContent = over
+      ? "Too long by " + (length - maxChars).toLocaleString() + " characters (at most " + maxChars.toLocaleString() + ")."
+      : length.toLocaleString() + " of " + maxChars.toLocaleString() + " characters";
+  }
+  if (count) {
+    textarea.addEventListener("input", showCount);
+    showCount();
+  }
 
   textarea.addEventListener("keydown", function (event) {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {

@@ -13,11 +13,32 @@ MAX_CODE_CHARS = 200_000
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
+MAX_PROMPT_CHARS = 4000
+
+
+class PromptTextarea(forms.Textarea):
+    """The prompt box without the `maxlength` Django derives from max_length: a browser silently
+    cuts pasted text at that length, while the server's error says by how much it is too long
+    (and the page counts characters as the person types)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            attrs={
+                "rows": 4,
+                "placeholder": "What should happen?",
+                "data-max-chars": str(MAX_PROMPT_CHARS),
+                "aria-describedby": "prompt-count",
+            }
+        )
+
+    def get_context(self, name: str, value: object, attrs: dict | None) -> dict:
+        context = super().get_context(name, value, attrs)
+        context["widget"]["attrs"].pop("maxlength", None)
+        return context
+
+
 class PromptForm(forms.Form):
-    prompt = forms.CharField(
-        max_length=4000,
-        widget=forms.Textarea(attrs={"rows": 4, "placeholder": "What should happen?"}),
-    )
+    prompt = forms.CharField(max_length=MAX_PROMPT_CHARS, widget=PromptTextarea())
     kind = forms.ChoiceField(choices=QueryKind.choices, initial=QueryKind.PYTHON)
     # Names (never values) of the credentials the browser holds, so the LLM can use them.
     credential_names = forms.CharField(required=False, widget=forms.HiddenInput)
@@ -28,7 +49,7 @@ class PromptForm(forms.Form):
 
 
 class HandWrittenForm(forms.Form):
-    prompt = forms.CharField(max_length=4000, required=False)
+    prompt = forms.CharField(max_length=MAX_PROMPT_CHARS, required=False, widget=PromptTextarea())
     kind = forms.ChoiceField(choices=QueryKind.choices, initial=QueryKind.PYTHON)
 
 

@@ -80,11 +80,13 @@ def query_create(request: AuthedHttpRequest) -> HttpResponse:
 @require_POST
 def query_create_blank(request: AuthedHttpRequest) -> HttpResponse:
     form = HandWrittenForm(request.POST)
-    form.is_valid()
+    if not form.is_valid():
+        # A too-long prompt comes back with its error, never as a blank query without it.
+        return _home(request, PromptForm(request.POST), status=400)
     query = services.query_create_blank(
         owner=request.user,
-        prompt=form.cleaned_data.get("prompt", ""),
-        kind=form.cleaned_data.get("kind") or "python",
+        prompt=form.cleaned_data["prompt"],
+        kind=form.cleaned_data["kind"] or "python",
     )
     return redirect("queries:query-detail", query_id=query.pk)
 

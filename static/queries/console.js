@@ -5,8 +5,65 @@
 
   // The page's hint ("Run the forward code…") stays until there is output to show: a reset
   // replaces it by another hint, and the first write clears it.
+  // ansi_up draws colours but would print other terminal commands as text: an OSC sequence
+  // (ESC ] ... ended by BEL or ESC \, e.g. a window title or a hyperlink target) is dropped,
+  // also when a chunk ends inside it. Like xterm, an unended one gives up after OSC_MAX chars.
+  var OSC_MAX = 4096;
+
+  function OscFilter() {
+    this.inside = false;
+    this.seen = 0;
+    this.carry = "";
+  }
+
+  OscFilter.prototype.pass = function (text) {
+    text = this.carry + text;
+    this.carry = "";
+    var out = "";
+    var i = 0;
+    while (i < text.length) {
+      if (!this.inside) {
+        var start = text.indexOf("\x1b]", i);
+        if (start < 0) {
+          // A lone ESC at the end may begin an OSC in the next chunk: hold it back.
+          var end = text.charAt(text.length - 1) === "\x1b" ? text.length - 1 : text.length;
+          out += text.slice(i, end);
+          this.carry = text.slice(end);
+          break;
+        }
+        out += text.slice(i, start);
+        this.inside = true;
+        this.seen = 0;
+        i = start + 2;
+        continue;
+      }
+      var bel = text.indexOf("\x07", i);
+      var esc = text.indexOf("\x1b", i);
+      var stop = bel < 0 ? esc : esc < 0 ? bel : Math.min(bel, esc);
+      if (stop < 0) {
+        this.seen += text.length - i;
+        if (this.seen > OSC_MAX) this.inside = false;
+        break;
+      }
+      this.seen += stop - i;
+      if (text.charAt(stop) === "\x07") {
+        this.inside = false;
+        i = stop + 1;
+      } else if (stop + 1 === text.length) {
+        this.carry = "\x1b";
+        break;
+      } else {
+        this.inside = text.charAt(stop + 1) !== "\\";
+        i = stop + (this.inside ? 1 : 2);
+      }
+      if (this.inside && this.seen > OSC_MAX) this.inside = false;
+    }
+    return out;
+  };
+
   function OutputConsole(element) {
     this.el = element;
+    this.osc = {}; // one filter per stream: stderr may interleave inside an stdout sequence
     this.ansi = new window.UndoableEditor.AnsiUp();
     this.ansi.use_classes = false;
     this.line = null;
@@ -15,6 +72,7 @@
 
   OutputConsole.prototype.reset = function (hint) {
     this.el.textContent = "";
+    this.osc = {};
     this.ansi = new window.UndoableEditor.AnsiUp();
     this.ansi.use_classes = false;
     this.line = null;
@@ -45,6 +103,9 @@
 
   // Append `text` from `stream` (stdout | stderr | system).
   OutputConsole.prototype.write = function (stream, text) {
+    if (!this.osc[stream]) this.osc[stream] = new OscFilter();
+    text = this.osc[stream].pass(text);
+    if (!text) return;
     if (this.line === null) {
       if (this.placeholder && this.placeholder.parentNode) this.el.removeChild(this.placeholder);
       this.line = this._newLine();
@@ -89,4 +150,5 @@
   };
 
   window.UndoableConsole = OutputConsole;
+  window.UndoableConsole.OscFilter = OscFilter;
 })();

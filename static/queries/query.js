@@ -232,7 +232,11 @@
     current = { id: run.run.run_id, cancelUrl: run.cancel_url, fixUrl: run.fix_url, direction: run.direction || "forward" };
     showStatus(run.run);
     current.stream = new window.UndoableRunStream(run.ws_path, {
-      onChunk: function (chunk) { consoleView.write(chunk.stream, chunk.text); },
+      onChunk: function (chunk) {
+        // Output means the run has started, even if its "running" status is still on its way.
+        if (badge.getAttribute("data-status") === "queued") showStatus({ status: "running" });
+        consoleView.write(chunk.stream, chunk.text);
+      },
       onStatus: showStatus,
       // An fs/db run's change is kept or discarded after the run ended: keep listening.
       stayOpen: !!document.querySelector("[data-workspace-panel][data-changes]"),

@@ -94,6 +94,7 @@ INSTALLED_APPS = [
     "webapp.agents",
     "webapp.workspaces",
     "webapp.reliability",
+    "webapp.connections",
 ]
 
 MIDDLEWARE = [
@@ -338,6 +339,26 @@ LLM_BASE_URL = env_str("LLM_BASE_URL")
 LLM_API_KEY = env_secret("LLM_API_KEY")
 LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
 LLM_TIMEOUT_S = env_float("LLM_TIMEOUT_S", 60.0, minimum=1)
+
+# --- Service connections (docs/connections.md): OAuth clients; a provider without a client id
+# is hidden. Tokens stay in the browser; the server only signs, exchanges, refreshes, revokes.
+OAUTH_CLIENTS = {
+    name: {
+        "client_id": env_str(f"OAUTH_{name.upper()}_CLIENT_ID"),
+        "client_secret": env_secret(f"OAUTH_{name.upper()}_CLIENT_SECRET"),
+    }
+    for name in ("slack", "github", "google", "dropbox", "generic")
+}
+OAUTH_GENERIC = {
+    "name": env_str("OAUTH_GENERIC_NAME", "Other service"),
+    "credential": env_str("OAUTH_GENERIC_CREDENTIAL", "OAUTH_TOKEN"),
+    "authorize_url": env_str("OAUTH_GENERIC_AUTHORIZE_URL"),
+    "token_url": env_str("OAUTH_GENERIC_TOKEN_URL"),
+    "revoke_url": env_str("OAUTH_GENERIC_REVOKE_URL"),
+    "read_scopes": env_list("OAUTH_GENERIC_READ_SCOPES"),
+    "write_scopes": env_list("OAUTH_GENERIC_WRITE_SCOPES"),
+}
+OAUTH_TIMEOUT_S = env_float("OAUTH_TIMEOUT_S", 15.0, minimum=1)
 
 # --- Logging: one JSON object per line, so logs can be searched and shipped. --------------
 LOG_LEVEL = env_str("UNDOABLE_LOG_LEVEL", "INFO")

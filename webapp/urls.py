@@ -12,6 +12,7 @@ urlpatterns = [
     path("history/", include("webapp.history.urls")),
     path("s/", include("webapp.shares.urls")),
     path("workspaces/", include("webapp.workspaces.urls")),
+    path("connections/", include("webapp.connections.urls")),
     path("healthz", healthz, name="healthz"),
     path("api/", api.urls),
     path("admin/", admin.site.urls),

@@ -29,6 +29,8 @@ class Proposal:
     credentials: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
     reversible: bool = True
+    # {credential: [scope]} the code needs from a connected service (not yet validated).
+    scopes: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -116,10 +118,16 @@ def _ask(system: str, user: str, tool: dict[str, Any], fenced_hint: str) -> tupl
 
 
 def propose_action(
-    *, prompt: str, kind: str = "python", credential_names: list[str] | None = None
+    *,
+    prompt: str,
+    kind: str = "python",
+    credential_names: list[str] | None = None,
+    connection_lines: list[str] | None = None,
 ) -> Proposal:
     """Ask for forward and reverse code. Only credential names ever go to the model."""
-    user = prompts.propose_user_message(prompt, kind, list(credential_names or []))
+    user = prompts.propose_user_message(
+        prompt, kind, list(credential_names or []), connection_lines
+    )
     args, content = _ask(prompts.PROPOSE_SYSTEM, user, prompts.PROPOSE_TOOL, prompts.FENCED_HINT)
     if args is not None:
         forward = parsing.required_text(args, "forward_code")
@@ -133,6 +141,7 @@ def propose_action(
             or parsing.names_used_in(forward + reverse),
             hosts=parsing.host_names(args.get("hosts")) or parsing.hosts_used_in(forward + reverse),
             reversible=reversible if isinstance(reversible, bool) else True,
+            scopes=parsing.scope_needs(args.get("scopes")),
         )
     else:
         proposal = _proposal_from_fences(content)

@@ -56,6 +56,23 @@ def credential_names(values: Any) -> list[str]:
     return names(values, _NAME_OK)
 
 
+def scope_needs(values: Any) -> dict[str, list[str]]:
+    """The tool's `scopes` [{credential, scope}] as {credential: [scope]}; malformed items dropped.
+
+    Only the shape is checked here; which scopes exist is the connections registry's business.
+    """
+    out: dict[str, list[str]] = {}
+    for item in values if isinstance(values, list) else []:
+        if not isinstance(item, dict):
+            continue
+        credential, scope = item.get("credential"), item.get("scope")
+        if isinstance(credential, str) and _NAME_OK.match(credential) and isinstance(scope, str):
+            scopes = out.setdefault(credential, [])
+            if scope and len(scope) <= 200 and scope not in scopes:
+                scopes.append(scope)
+    return out
+
+
 def host_names(values: Any) -> list[str]:
     return names(values, _HOST_OK)
 

@@ -13,6 +13,9 @@ Answer by calling the propose_action tool.
 - Secrets are environment variables. Refer to them only by name, e.g.
   os.environ["SLACK_TOKEN"]; list every name you use in credentials. You never see their values.
 - List in hosts every host name the code will contact over the network.
+- For a connected service, use only the scopes the person granted, and list in scopes every
+  scope the code needs (credential and scope). If the request needs a scope that was not
+  granted, say so in explanation.
 - The reverse code can read the forward run's output from the FORWARD_OUTPUT environment
   variable (for ids the forward call returned).
 """
@@ -44,6 +47,17 @@ PROPOSE_TOOL: dict[str, Any] = {
                 "credentials": {"type": "array", "items": {"type": "string"}},
                 "hosts": {"type": "array", "items": {"type": "string"}},
                 "reversible": {"type": "boolean"},
+                "scopes": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "credential": {"type": "string"},
+                            "scope": {"type": "string"},
+                        },
+                        "required": ["credential", "scope"],
+                    },
+                },
             },
             "required": ["forward_code", "reverse_code", "explanation"],
         },
@@ -76,8 +90,11 @@ KIND_HINTS = {
 }
 
 
-def propose_user_message(prompt: str, kind: str, credential_names: list[str]) -> str:
-    """The person's request plus context. Only credential NAMES ever reach the model."""
+def propose_user_message(
+    prompt: str, kind: str, credential_names: list[str], connection_lines: list[str] | None = None
+) -> str:
+    """The person's request plus context. Only credential NAMES (and the scopes a connected
+    service granted) ever reach the model."""
     lines = [f"Request: {prompt}", f"Kind of action: {kind}"]
     if kind in KIND_HINTS:
         lines.append(KIND_HINTS[kind])
@@ -85,6 +102,9 @@ def propose_user_message(prompt: str, kind: str, credential_names: list[str]) ->
         lines.append(
             "Credentials available as environment variables: " + ", ".join(credential_names)
         )
+    if connection_lines:
+        lines.append("Connected services (token in the named environment variable):")
+        lines.extend(f"- {line}" for line in connection_lines)
     return "\n".join(lines)
 
 

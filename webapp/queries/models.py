@@ -31,6 +31,8 @@ class Query(models.Model):
     explanation = models.TextField(blank=True)
     hosts = models.JSONField(default=list, blank=True)
     credential_names = models.JSONField(default=list, blank=True)
+    # {credential: [scope]} a connected service must have granted (webapp/connections/scopes.py).
+    needed_scopes = models.JSONField(default=dict, blank=True)
     reversible = models.BooleanField(default=True)
     generation_error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -58,6 +60,8 @@ class QueryVersion(models.Model):
     explanation = models.TextField(blank=True)
     hosts = models.JSONField(default=list, blank=True)
     credential_names = models.JSONField(default=list, blank=True)
+    # {credential: [scope]} a connected service must have granted (webapp/connections/scopes.py).
+    needed_scopes = models.JSONField(default=dict, blank=True)
     reversible = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

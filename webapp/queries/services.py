@@ -16,6 +16,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from webapp import llm
+from webapp.connections.scopes import (
+    connections_clean,
+    connections_prompt_lines,
+    scopes_missing,
+    scopes_needed_clean,
+)
 from webapp.credentials.handoff import credentials_stash
 from webapp.queries import cancel as cancel_signal
 from webapp.queries.models import Query, QueryKind, QueryVersion, Run, RunDirection, RunStatus
@@ -41,6 +47,7 @@ _VERSIONED_FIELDS = (
     "explanation",
     "hosts",
     "credential_names",
+    "needed_scopes",
     "reversible",
 )
 
@@ -58,13 +65,21 @@ def query_create(
     prompt: str,
     kind: str = "python",
     credential_names: list[str] | None = None,
+    connections: object = None,
 ) -> Query:
     """Ask the LLM for code and save the query with it.
 
-    Raises LLMError (nothing saved) when generation fails: the page keeps the prompt and offers
-    to try again or to write the code by hand.
+    `connections` is the browser's list of connected services [{credential, scopes}]; the
+    model is told what each granted (never a token). Raises LLMError (nothing saved) when
+    generation fails: the page keeps the prompt and offers to try again or to write the code by
+    hand.
     """
-    proposal = llm.propose_action(prompt=prompt, kind=kind, credential_names=credential_names)
+    proposal = llm.propose_action(
+        prompt=prompt,
+        kind=kind,
+        credential_names=credential_names,
+        connection_lines=connections_prompt_lines(connections_clean(connections)),
+    )
     query = Query(owner=owner, prompt=prompt.strip(), kind=kind)
     _apply_proposal(query, proposal)
     query.save()
@@ -77,7 +92,9 @@ def query_create_blank(*, owner: User, prompt: str = "", kind: str = "python") -
     return Query.objects.create(owner=owner, prompt=prompt.strip() or "Written by hand", kind=kind)
 
 
-def query_generate(*, query: Query, credential_names: list[str] | None = None) -> Query:
+def query_generate(
+    *, query: Query, credential_names: list[str] | None = None, connections: object = None
+) -> Query:
     """Ask the LLM again for this query's prompt; replaces both codes.
 
     The replaced code (edits included) is kept as a QueryVersion first, so `query_undo_replace`
@@ -86,7 +103,10 @@ def query_generate(*, query: Query, credential_names: list[str] | None = None) -
     """
     try:
         proposal = llm.propose_action(
-            prompt=query.prompt, kind=query.kind, credential_names=credential_names
+            prompt=query.prompt,
+            kind=query.kind,
+            credential_names=credential_names,
+            connection_lines=connections_prompt_lines(connections_clean(connections)),
         )
     except llm.LLMError as exc:
         query.generation_error = str(exc)
@@ -138,6 +158,11 @@ def _apply_proposal(query: Query, proposal: llm.Proposal) -> None:
     query.reverse_code = query.generated_reverse_code = proposal.reverse_code
     query.explanation = proposal.explanation
     query.credential_names = proposal.credentials
+    query.needed_scopes = {
+        name: scopes
+        for name, scopes in scopes_needed_clean(proposal.scopes).items()
+        if name in proposal.credentials
+    }
     query.hosts = proposal.hosts
     query.reversible = proposal.reversible
     query.generation_error = ""
@@ -206,11 +231,14 @@ def run_create(*, query: Query, direction: str = "forward") -> Run:
     )
 
 
-def run_start(*, run: Run, credentials: dict[str, str]) -> Run:
+def run_start(
+    *, run: Run, credentials: dict[str, str], grants: dict[str, str] | None = None
+) -> Run:
     """Hand the run's credentials over (one-shot) and enqueue it once the transaction commits.
 
     Only the query's credential_names are passed on; a missing one fails the run here, before
-    anything executes, with a message naming it.
+    anything executes, with a message naming it. So does a scope the query needs that the
+    connected service's token was not granted (`grants`: the receipts the browser keeps).
     """
     needed = list(run.query.credential_names)
     missing = [name for name in needed if not credentials.get(name)]
@@ -222,6 +250,16 @@ def run_start(*, run: Run, credentials: dict[str, str]) -> Run:
             error="Missing credential: "
             + ", ".join(missing)
             + ". Add it in the credentials panel.",
+        )
+    not_granted = scopes_missing(
+        needed=run.query.needed_scopes, credentials=credentials, grants=grants or {}
+    )
+    if not_granted:
+        return run_fail(
+            run=run,
+            error="Missing scope: "
+            + "; ".join(not_granted)
+            + ". Connect the service again with it in the Connections panel.",
         )
     values = {name: credentials[name] for name in needed}
     credentials_stash(run_id=run.pk, values=values)
@@ -245,6 +283,7 @@ def query_run(
     direction: str = "forward",
     credentials: dict[str, str] | None = None,
     confirm: str = "",
+    grants: dict[str, str] | None = None,
 ) -> Run:
     """Create and start a run of the query's current code.
 
@@ -257,7 +296,9 @@ def query_run(
             f'This action may not be undoable. Type "{CONFIRM_PHRASE}" to confirm the run.'
         )
     return run_start(
-        run=run_create(query=query, direction=direction), credentials=credentials or {}
+        run=run_create(query=query, direction=direction),
+        credentials=credentials or {},
+        grants=grants,
     )
 
 

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ConnectionsConfig(AppConfig):
+    name = "webapp.connections"
+    label = "connections"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from executor.images import Image
+
 Stream = Literal["stdout", "stderr"]
 # The limit that stopped a run, as the exec JSON contract names it (docs: DESIGN.md).
 LimitName = Literal["wall_time", "cpu_time", "memory", "output", "pids", "file_size"]
@@ -33,6 +35,10 @@ class RunResult:
     cancelled: bool = False
     # Which limit stopped the run, decided by the host (executor.stops), or None.
     limit: LimitName | None = None
+    # Images the run left in its output folder, as the host accepted them (executor/images.py),
+    # and one line per image cap that left something out.
+    images: tuple[Image, ...] = ()
+    image_notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

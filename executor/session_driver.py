@@ -25,6 +25,7 @@ import traceback
 import types
 
 WORKDIR = "/workspace"
+OUTPUT = "/workspace/output"  # executor/images.py: the host decides what of it is shown
 OUT, ERR = "/tmp/.session-stdout", "/tmp/.session-stderr"
 
 
@@ -78,6 +79,17 @@ def _print_exception(exc):
     traceback.print_exception(type(exc), exc, tb)
 
 
+def _save_figures():
+    # Like Jupyter's inline backend: the figures a cell leaves open are shown, then closed.
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    os.makedirs(OUTPUT, exist_ok=True)
+    for number in pyplot.get_fignums():
+        pyplot.figure(number).savefig(f"{OUTPUT}/figure-{number}.png")
+    pyplot.close("all")
+
+
 class Repl:
     def __init__(self, max_output):
         self.max_output = max_output
@@ -122,6 +134,11 @@ class Repl:
         except BaseException as exc:
             _print_exception(exc)
             exit_code = 1
+        try:
+            _save_figures()
+        except Exception as exc:  # a figure that cannot be saved is the cell's error
+            _print_exception(exc)
+            exit_code = exit_code or 1
         return exit_code, timed_out
 
     def bash(self, code, timeout_s):

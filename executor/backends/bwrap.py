@@ -248,6 +248,8 @@ class BwrapBackend:
             duration_s=outcome.duration_s,
             cancelled=outcome.cancelled,
             limit=limit,
+            images=outcome.images.images,
+            image_notes=outcome.images.notes,
         )
 
     def _job(self, spec: RunSpec, limits: Limits, *, memory_cgroup: bool) -> _Job:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 from executor.bwrap_pool import Sandbox
 from executor.cancel import CancelToken
+from executor.images import Candidate, ImageSet, accept
+from executor.policy.bwrap_args import IMAGE_CAPS
 from executor.streaming import OutputPump
 
 # After SIGKILL, how long we keep draining pipes before giving up on them.
@@ -40,6 +42,7 @@ class Outcome:
     cpu_s: float | None = None  # the program's CPU time, from its supervisor's wait4
     # When the wall timer fired: how long the program had been running or runnable.
     runnable_s: float | None = None
+    images: ImageSet = ImageSet()
 
 
 class RunLoop:
@@ -53,7 +56,7 @@ class RunLoop:
         self.runnable_s: float | None = None
         self.timed_out = self.cancelled = self.killed = False
         self._kill_at: float | None = None
-        self._status_buf = b""
+        self._status = StatusReader()
         self._end: float | None = None
         self._closed_writers: set[int] = set()
         self._stdin_fd = -1
@@ -129,6 +132,7 @@ class RunLoop:
             end - start,
             self.cpu_s,
             self.runnable_s,
+            self._status.images(),
         )
 
     def _drain(self, sel: selectors.BaseSelector) -> None:
@@ -145,14 +149,10 @@ class RunLoop:
                     break
 
     def _on_status(self, data: bytes, start: float) -> None:
-        self._status_buf += data
-        for line in self._status_buf.split(b"\n")[:-1]:
-            if line.startswith(b"exit "):
-                status, _, cpu_us = line[5:].partition(b" ")
-                self.status = int(status)
-                self.cpu_s = int(cpu_us) / 1_000_000 if cpu_us else None
-                self._end = time.monotonic()
-        self._status_buf = self._status_buf.rsplit(b"\n", 1)[-1]
+        exit_line = self._status.feed(data)
+        if exit_line is not None:
+            self.status, self.cpu_s = exit_line
+            self._end = time.monotonic()
 
     def _write(self, fd: int, writers: dict[int, memoryview]) -> bool:
         """Write what the pipe takes; True when done (or the reader is gone)."""
@@ -197,6 +197,79 @@ class RunLoop:
         self._end = self._end or now
         self.sandbox.kill()
         self._kill_at = now + _DRAIN_S
+
+
+class StatusReader:
+    """The supervisor's status pipe: the output folder's entries it proposes (`img` headers,
+    each followed by that many raw bytes, then `more N`), then `exit STATUS CPU_US`.
+
+    What it buffers is bounded by IMAGE_CAPS whatever arrives; a header past them ends the
+    reading, so the run has no status and fails as a broken sandbox.
+    """
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._want = 0  # raw bytes still owed to the last image header
+        self._candidates: list[Candidate] = []
+        self._more = 0
+        self._broken = False
+
+    def feed(self, data: bytes) -> tuple[int, float | None] | None:
+        """Take what arrived; the program's (wait status, CPU seconds) once its line is in."""
+        if self._broken:
+            return None
+        self._buf += data
+        while True:
+            if self._want:
+                if len(self._buf) < self._want:
+                    return None
+                last = self._candidates[-1]
+                body = bytes(self._buf[: self._want])
+                self._candidates[-1] = Candidate(last.name, last.size, body, last.regular)
+                del self._buf[: self._want]
+                self._want = 0
+            end = self._buf.find(b"\n")
+            if end < 0:
+                if len(self._buf) > 4096:  # no header is this long
+                    self._broken = True
+                return None
+            line = bytes(self._buf[:end])
+            del self._buf[: end + 1]
+            if line.startswith(b"exit "):
+                status, _, cpu_us = line[5:].partition(b" ")
+                return int(status), (int(cpu_us) / 1_000_000 if cpu_us else None)
+            if not self._header(line):
+                self._broken = True
+                return None
+
+    def _header(self, line: bytes) -> bool:
+        if line == b"ready":  # a cold sandbox's, when nobody waited for it before the job
+            return True
+        parts = line.split(b" ")
+        try:
+            if parts[0] == b"more" and len(parts) == 2:
+                self._more = int(parts[1])
+                return True
+            kind, size, sent, hexname = parts[1:]
+            name = os.fsdecode(bytes.fromhex(hexname.decode("ascii")))
+            size_n, sent_n = int(size), int(sent)
+        except (ValueError, IndexError, UnicodeDecodeError):
+            return False
+        if parts[0] != b"img" or len(self._candidates) >= IMAGE_CAPS.max_count:
+            return False
+        if not 0 <= sent_n <= IMAGE_CAPS.max_image_bytes:
+            return False
+        regular = kind == b"f"
+        unread = not regular or size_n > IMAGE_CAPS.max_image_bytes
+        self._candidates.append(Candidate(name, size_n, None if unread else b"", regular))
+        self._want = sent_n
+        return True
+
+    def images(self) -> ImageSet:
+        """The host's decision on what was proposed (nothing, if the reading broke)."""
+        if self._broken:
+            return ImageSet()
+        return accept(self._candidates, more=self._more, caps=IMAGE_CAPS)
 
 
 class _Waker:

@@ -100,7 +100,6 @@ class DockerSession:
             self._kill("truncated")  # the supervisor caps output too; this is the backstop
 
     def _result(self, duration: float) -> RunResult:
-        out = {"stdout": self.pump.stdout, "stderr": self.pump.stderr}
         status = self.status
         if status is None and self.killed_for is None:
             state = self.backend.inspect_state(self.container.id)
@@ -120,7 +119,8 @@ class DockerSession:
                 duration_s=duration,
                 cancelled=self.killed_for == "cancelled",
                 limit="output" if truncated else "wall_time" if timed_out else None,
-                **out,
+                stdout=self.pump.stdout,
+                stderr=self.pump.stderr,
             )
         facts = StopFacts(
             exit_code=status.get("exit_code"),
@@ -143,5 +143,6 @@ class DockerSession:
             duration_s=float(status.get("duration_s", duration)),
             cancelled=facts.cancelled,
             limit=limit,
-            **out,
+            stdout=self.pump.stdout,
+            stderr=self.pump.stderr,
         )

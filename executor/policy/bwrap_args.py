@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 
 from executor.errors import InvalidLimits, InvalidSpec
+from executor.images import OUTPUT_ENV, ImageCaps
 from executor.limits import Limits
 from executor.policy.mounts import WORKSPACE_DIR, Mount, bwrap_mount_args, check_mounts
 
@@ -27,7 +28,13 @@ BASE_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": WORKDIR,
     "LANG": "C.UTF-8",
+    # matplotlib draws off-screen, and its font cache goes where it may write (/ is read-only).
+    "MPLBACKEND": "Agg",
+    "MPLCONFIGDIR": "/tmp/matplotlib",
+    **OUTPUT_ENV,
 }
+# What the supervisor proposes of the output folder at most; the host decides (executor/images.py).
+IMAGE_CAPS = ImageCaps()
 # Small fixed tmpfs for /dev/shm (POSIX semaphores, multiprocessing): not a place to store data.
 DEV_SHM_BYTES = 16 * 1024 * 1024
 # Extra seconds the launcher allows past the hard limit; our own kill comes first.
@@ -210,7 +217,8 @@ def launch_argv(
 
 def _driver_command(fds: SandboxFds) -> list[str]:
     bootstrap = _BOOTSTRAP.format(fd=int(fds.job))
-    return ["/usr/bin/python3", "-I", "-c", bootstrap, str(fds.job), str(fds.status)]
+    caps = [str(IMAGE_CAPS.max_count), str(IMAGE_CAPS.max_image_bytes)]
+    return ["/usr/bin/python3", "-I", "-c", bootstrap, str(fds.job), str(fds.status), *caps]
 
 
 def _checked_command(command: Sequence[str]) -> list[str]:

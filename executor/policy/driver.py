@@ -23,6 +23,7 @@ import resource
 import sys
 
 WORKDIR = "/workspace"
+OUTPUT = "/workspace/output"  # executor/images.py: the host decides what of it is shown
 
 
 def _read_exact(fd, size):
@@ -107,6 +108,7 @@ def _fast_exit(status, main):
     # objects finalized, output flushed) without tearing down every module: a forked
     # interpreter's full finalization costs ms, and the whole sandbox is thrown away right after.
     try:
+        _save_figures()
         threading = sys.modules.get("threading")
         if threading is not None:  # a program that never imported it started no such thread
             # Private on purpose: the same join-non-daemon-threads step Py_FinalizeEx runs.
@@ -125,6 +127,53 @@ def _fast_exit(status, main):
         except BaseException:  # noqa: S110 - a closed or broken stdout is not a crash
             pass
     os._exit(status)
+
+
+def _save_figures():
+    # Figures left open are saved like Jupyter's inline backend shows them; only a program that
+    # imported pyplot pays for it.
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    for number in pyplot.get_fignums():
+        pyplot.figure(number).savefig(f"{OUTPUT}/figure-{number}.png")
+    pyplot.close("all")
+
+
+def _send_images(status_fd, max_count, max_bytes):
+    """Propose the output folder's first entries to the host, which decides (executor/images.py).
+
+    Per entry: `img KIND SIZE SENT HEXNAME` then SENT raw bytes; KIND f is a regular file, o
+    anything else (never read: opened O_NOFOLLOW and non-blocking, so a symlink or FIFO cannot
+    hand us another file or hang us). Then `more N` for the entries past `max_count`.
+    """
+    try:
+        folder = os.open(OUTPUT, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    names = sorted(os.listdir(folder))
+    for name in names[:max_count]:
+        kind, size, data = b"o", 0, b""
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            info = os.fstat(fd)
+            if info.st_mode & 0o170000 == 0o100000:  # S_ISREG without importing stat
+                kind, size = b"f", info.st_size
+                data = os.read(fd, max_bytes) if size <= max_bytes else b""
+            os.close(fd)
+        header = b"img %s %d %d %s\n" % (kind, size, len(data), os.fsencode(name).hex().encode())
+        _write_all(status_fd, header + data)
+    _write_all(status_fd, b"more %d\n" % max(0, len(names) - max_count))
+    os.close(folder)
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _run_bash(job):
@@ -148,6 +197,7 @@ def _child(job, status_fd):
     os.environ.update(job["env"])
     os.umask(0o022)
     os.chdir(WORKDIR)
+    os.mkdir(OUTPUT)
     _write_files(job["files"])
     _apply_limits(job["rlimits"])
     if job["language"] == "bash":
@@ -164,7 +214,7 @@ def _receive_and_run(job_fd, status_fd):
     _child(job, status_fd)
 
 
-def main(job_fd, status_fd):
+def main(job_fd, status_fd, max_images=0, max_image_bytes=0):
     # Everything alive now is the interpreter's own: the program's final gc.collect() need not
     # walk it (and touching it would copy the shared pages into the child).
     gc.freeze()
@@ -193,9 +243,13 @@ def main(job_fd, status_fd):
             break
     # The CPU time too: the host names a CPU-time kill from it (executor/stops.py).
     cpu_us = int((usage.ru_utime + usage.ru_stime) * 1_000_000)
-    os.write(status_fd, b"exit %d %d\n" % (status, cpu_us))
+    try:  # noqa: SIM105 - contextlib is one more import for every sandbox
+        _send_images(status_fd, max_images, max_image_bytes)
+    except OSError:  # noqa: S110 - the program's images are optional; its status is not
+        pass
+    _write_all(status_fd, b"exit %d %d\n" % (status, cpu_us))
     os._exit(0)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]))
+    main(*(int(arg) for arg in sys.argv[1:5]))

@@ -12,6 +12,7 @@ from executor.errors import InvalidLimits, InvalidSpec
 from executor.limits import Limits
 from executor.policy.bwrap_args import (
     BASE_ENV,
+    IMAGE_CAPS,
     LAUNCHER,
     SandboxFds,
     bwrap_argv,
@@ -131,8 +132,9 @@ def test_it_refuses_network_access_it_cannot_confine():
 def test_it_hands_bwrap_the_seccomp_filter_and_the_driver_its_fds():
     args = argv()
     assert option_values(bwrap_part(args), "--seccomp") == ["7"]
-    assert args[-2:] == ["8", "9"]
-    assert args[-5:-3] == ["-I", "-c"]
+    caps = [str(IMAGE_CAPS.max_count), str(IMAGE_CAPS.max_image_bytes)]
+    assert args[-4:] == ["8", "9", *caps]
+    assert args[-7:-5] == ["-I", "-c"]
 
 
 def test_the_driver_source_is_valid_python():
@@ -158,7 +160,8 @@ def test_the_command_line_carries_a_bootstrap_reading_the_job_fd_not_the_driver(
     program = argv()[argv().index("--", argv().index("bwrap")) + 1 :]
     assert program[:3] == ["/usr/bin/python3", "-I", "-c"]
     assert f"os.read({FDS.job}," in program[3]
-    assert program[4:] == [str(FDS.job), str(FDS.status)]
+    caps = [str(IMAGE_CAPS.max_count), str(IMAGE_CAPS.max_image_bytes)]
+    assert program[4:] == [str(FDS.job), str(FDS.status), *caps]
     assert len(program[3]) < 500
 
 

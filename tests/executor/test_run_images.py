@@ -1,0 +1,94 @@
+"""A run's images end to end on the bwrap backend: matplotlib figures left open and files
+written to the output folder come back on the result, as the host accepted them; what the
+sandbox makes of the folder (a symlink, an HTML page named .svg, a FIFO) is left out, named.
+Sessions return the images each cell made, like Jupyter's inline backend.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import executor
+from executor.backends.base import Backend
+from executor.limits import Limits
+from executor.sessions import SessionConfig, SessionManager
+from executor.spec import RunSpec
+
+LIMITS = Limits(wall_time_s=30, memory_mib=512)
+PLOT = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nprint('drawn')\n"
+
+
+@pytest.fixture(scope="module")
+def bwrap(sandbox_rootfs: Path) -> Iterator[Backend]:
+    backend = executor.create_backend("bwrap", rootfs=str(sandbox_rootfs))
+    yield backend
+    backend.close()
+
+
+def test_an_open_matplotlib_figure_comes_back_as_a_png(bwrap: Backend) -> None:
+    result = bwrap.run(RunSpec(code=PLOT), limits=LIMITS)
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "drawn\n", "")
+    assert [(i.name, i.mime) for i in result.images] == [("figure-1.png", "image/png")]
+    assert result.images[0].data.startswith(b"\x89PNG")
+
+
+def test_files_in_the_output_folder_come_back_and_tricks_are_named(bwrap: Backend) -> None:
+    code = (
+        "import os\n"
+        "out = os.environ['UNDOABLE_OUTPUT_DIR']\n"
+        "open(f'{out}/a.svg', 'w').write('<svg xmlns=\"http://www.w3.org/2000/svg\"/>')\n"
+        "os.symlink('/etc/passwd', f'{out}/b.png')\n"
+        "open(f'{out}/c.svg', 'w').write('<html><script>alert(1)</script></html>')\n"
+        "os.mkfifo(f'{out}/d.png')\n"
+    )
+    result = bwrap.run(RunSpec(code=code), limits=LIMITS)
+    assert result.exit_code == 0, result.stderr
+    assert [(i.name, i.mime) for i in result.images] == [("a.svg", "image/svg+xml")]
+    assert result.image_notes == (
+        "image_file: left out b.png, d.png: not a regular file "
+        "(symlinks, folders and FIFOs are never read)",
+        "image_type: left out c.svg: not a PNG, JPEG, GIF or SVG image",
+    )
+
+
+def test_a_thousand_files_and_a_huge_one_are_capped(bwrap: Backend) -> None:
+    code = (
+        "png = b'\\x89PNG\\r\\n\\x1a\\n'\n"
+        "open('output/0000-big.png', 'wb').write(png + bytes(3 * 1024 * 1024))\n"
+        "for n in range(1, 1000):\n"
+        "    open(f'output/{n:04}.png', 'wb').write(png)\n"
+    )
+    result = bwrap.run(RunSpec(code=code), limits=LIMITS)
+    assert result.exit_code == 0, result.stderr
+    assert [i.name for i in result.images] == [f"{n:04}.png" for n in range(1, 8)]
+    assert result.image_notes == (
+        "image_bytes: left out 0000-big.png: larger than 2 MiB per image",
+        "image_count: left out 992 more: past the first 8 files of the output folder",
+    )
+
+
+@pytest.fixture
+def sessions(sandbox_rootfs: Path) -> Iterator[SessionManager]:
+    root = tempfile.mkdtemp(prefix="undoable-sessions-")
+    os.chmod(root, 0o711)  # the sandbox's uid must reach its workspace
+    config = SessionConfig(rootfs=str(sandbox_rootfs), root_dir=f"{root}/s", limits=LIMITS)
+    manager = SessionManager(config)
+    yield manager
+    manager.shutdown()
+    shutil.rmtree(root)
+
+
+def test_a_session_returns_each_cells_figures(sessions: SessionManager) -> None:
+    session = sessions.create()
+    first = session.exec(PLOT)
+    assert [i.name for i in first.images] == ["figure-1.png"], first.stderr
+    assert session.exec("x = 1").images == ()
+    again = session.exec("plt.plot([3, 2, 1]); plt.title('down')")
+    assert [i.name for i in again.images] == ["figure-1.png"]
+    assert again.images[0].data != first.images[0].data

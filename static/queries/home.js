@@ -44,6 +44,9 @@
   form.addEventListener("submit", function (event) {
     var names = form.querySelector("input[name=credential_names]");
     if (names && window.UndoableCredentials) names.value = window.UndoableCredentials.names().join(",");
+    // Connected services and their granted scopes (never a token), so the model keeps within them.
+    var connections = form.querySelector("input[name=connections]");
+    if (connections && window.UndoableConnections) connections.value = JSON.stringify(window.UndoableConnections.forPrompt());
     var submitter = event.submitter;
     var busy = form.querySelector("[data-busy]");
     if (submitter && submitter.getAttribute("data-testid") === "generate" && busy) busy.hidden = false;

@@ -267,6 +267,8 @@
     body.direction = side;
     if (confirm) body.confirm = confirm;
     body.credentials = window.UndoableCredentials ? window.UndoableCredentials.valuesFor(names) : {};
+    // Which scopes a connected service granted each token (checked by the server before running).
+    body.grants = window.UndoableConnections ? window.UndoableConnections.grantsFor(names) : {};
     document.querySelectorAll("[data-run]").forEach(function (b) { b.disabled = true; });
     return post(data.runUrl, body).then(function (response) {
       saveState.textContent = "All changes saved";

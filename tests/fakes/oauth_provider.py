@@ -86,6 +86,11 @@ class FakeOAuthProvider:
         with self._lock:
             self._next_access.append(value)
 
+    def issued_tokens(self) -> list[str]:
+        """Every access and refresh token ever issued (for leak sweeps)."""
+        with self._lock:
+            return [token for code in self._codes.values() for token in code.issued]
+
     def live_tokens(self) -> dict[str, list[str]]:
         with self._lock:
             return dict(self._tokens)

@@ -7,6 +7,7 @@ import re
 from django import forms
 from pydantic import BaseModel, Field, field_validator
 
+from webapp.json_body import BadJsonBody, json_body_loads
 from webapp.queries.models import QueryKind, RunDirection
 
 MAX_CODE_CHARS = 200_000
@@ -43,9 +44,19 @@ class PromptForm(forms.Form):
     # Names (never values) of the credentials the browser holds, so the LLM can use them.
     credential_names = forms.CharField(required=False, widget=forms.HiddenInput)
 
+    # The connected services and their granted scopes, JSON [{credential, scopes}] (no token);
+    # webapp/connections/scopes.py keeps only configured providers' known scopes.
+    connections = forms.CharField(required=False, max_length=8000, widget=forms.HiddenInput)
+
     def clean_credential_names(self) -> list[str]:
         raw = self.cleaned_data.get("credential_names") or ""
         return [n for n in (p.strip() for p in raw.split(",")) if _NAME.match(n)][:50]
+
+    def clean_connections(self) -> object:
+        try:
+            return json_body_loads((self.cleaned_data.get("connections") or "[]").encode())
+        except BadJsonBody:
+            return []  # only context for the model: unreadable means none
 
 
 class HandWrittenForm(forms.Form):
@@ -76,3 +87,5 @@ class RunBody(SaveBody):
     credentials: dict[str, str] = Field(default_factory=dict, max_length=50)
     # The phrase typed to confirm an irreversible forward run (checked by services.query_run).
     confirm: str = Field(default="", max_length=200)
+    # The Connections panel's grant receipts {credential: receipt} (webapp/connections/oauth.py).
+    grants: dict[str, str] = Field(default_factory=dict, max_length=50)

@@ -69,6 +69,7 @@ def query_create(request: AuthedHttpRequest) -> HttpResponse:
             prompt=form.cleaned_data["prompt"],
             kind=form.cleaned_data["kind"],
             credential_names=form.cleaned_data["credential_names"],
+            connections=form.cleaned_data["connections"],
         )
     except llm.LLMError as exc:
         # The form is re-rendered with the prompt in it, and the hand-written path next to it.
@@ -208,6 +209,7 @@ def run_create(request: HttpRequest, query_id: int) -> JsonResponse:
             direction=RunDirection(body.direction),
             credentials=body.credentials,
             confirm=body.confirm,
+            grants=body.grants,
         )
     except services.ConfirmationRequired as exc:
         return JsonResponse({"error": str(exc)}, status=400)

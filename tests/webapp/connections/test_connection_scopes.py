@@ -103,3 +103,14 @@ def test_the_model_hears_the_granted_scopes_and_the_query_keeps_the_ones_it_need
     ) in user_message
     assert "UNKNOWN_TOKEN" not in user_message
     assert query.needed_scopes == {"ITEMS_TOKEN": ["items.write"]}
+
+
+def test_an_unreadable_connections_field_is_no_context_rather_than_an_error(
+    owner_client, provider, fake_llm
+):
+    fake_llm.script(tool_call({"forward_code": "print(1)", "reverse_code": "", "explanation": ""}))
+    response = owner_client.post(
+        "/queries/new", {"prompt": "say hi", "kind": "python", "connections": "[" * 5000}
+    )
+    assert response.status_code == 302, response.content[:300]
+    assert "Connected services" not in fake_llm.requests[-1]["messages"][1]["content"]

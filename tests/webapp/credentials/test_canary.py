@@ -6,6 +6,9 @@ process, the real sandbox, channels_redis to a real websocket. Afterwards the ca
 from the database (dumpdata and the raw SQLite file), from every command sent to Redis (MONITOR)
 and every key left in its database, from the logs of both processes, from the streamed and the
 stored output (where it is `****`), and from a share page of the run's output.
+
+The canary is also an OAuth access token: the Connections panel's server side trades a code for
+it (and refreshes it) against a real local provider first, so the sweep covers that path too.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from django.urls import reverse
 from tests.factories import QueryFactory
 from tests.local_servers import celery_worker_argv
 from tests.servers import RedisServer
+from tests.webapp.connections.oauth_setup import generic_provider, sign_in
 from webapp.asgi import application
 from webapp.queries.models import RunChunk
 
@@ -256,6 +260,7 @@ async def test_the_canary_appears_nowhere(
     production_mode, celery_worker, redis_monitor, caplog, capsys, redis_url
 ):
     caplog.set_level(logging.DEBUG)
+    refresh_token = await database_sync_to_async(_connect_with_the_canary)()
     query = await database_sync_to_async(QueryFactory)(
         forward_code=CODE, credential_names=["CANARY_TOKEN"]
     )
@@ -300,8 +305,30 @@ async def test_the_canary_appears_nowhere(
         "web process logs": caplog.text,
         "worker logs": worker_log,
     }
-    leaks = [place for place, text in places.items() if CANARY in text or CANARY[7:] in text]
+    secrets_swept = (CANARY, CANARY[7:], refresh_token)
+    leaks = [place for place, text in places.items() if any(s in text for s in secrets_swept)]
     assert leaks == []
+
+
+def _connect_with_the_canary() -> str:
+    """Sign in to a provider that issues the canary as the access token, then refresh it (the
+    provider issues the canary again); returns the refresh token, swept like the canary."""
+    from tests.factories import UserFactory
+
+    client = Client()
+    client.force_login(UserFactory())
+    with generic_provider() as provider:
+        provider.issue_access_token(CANARY)
+        token = sign_in(client, ["items.read"])
+        assert token["access_token"] == CANARY
+        provider.issue_access_token(CANARY)
+        refreshed = client.post(
+            "/connections/generic/refresh",
+            json.dumps({"refresh_token": token["refresh_token"]}),
+            content_type="application/json",
+        )
+        assert refreshed.json()["access_token"] == CANARY
+    return str(token["refresh_token"])
 
 
 def _share_page(owner: Any, query_id: int) -> str:

@@ -105,4 +105,7 @@ def result_json(result: RunResult) -> dict[str, Any]:
         "oom_killed": result.oom_killed,
         "truncated": result.truncated,
         "duration_ms": result.duration_ms,
+        # Like Jupyter's display_data: base64 with a MIME type (and the file's name).
+        "images": [image.as_json() for image in result.images],
+        "image_notes": list(result.image_notes),
     }

@@ -28,7 +28,7 @@ def test_it_answers_json_when_asked(owner):
     assert response.status_code == 200
     assert set(body) == {
         "stdout", "stderr", "exit_code", "signal", "limit", "timed_out", "oom_killed",
-        "truncated", "duration_ms",
+        "truncated", "duration_ms", "images", "image_notes",
     }  # fmt: skip
     assert (body["stdout"], body["exit_code"], body["timed_out"]) == ("a\n", 3, False)
 

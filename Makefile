@@ -64,7 +64,8 @@ constraints:
 	  $(PIP_COMPILE_ARGS) -o $(CONSTRAINTS) pyproject.toml
 	rm -rf var/tmp/pip-tools
 
-$(ROOTFS)/etc/undoable-rootfs-built:
+# Rebuilt when the build script (its package list) changes; the image follows its stamp.
+$(ROOTFS)/etc/undoable-rootfs-built: executor/image/build-rootfs.sh
 	bash executor/image/build-rootfs.sh $(ROOTFS)
 
 sandbox-rootfs: prereqs $(ROOTFS)/etc/undoable-rootfs-built

@@ -13,7 +13,7 @@ suite=${SANDBOX_SUITE:-bookworm}
 mirror=${SANDBOX_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)}
 mirror=${mirror:-http://deb.debian.org/debian}
 # What user code may import, beyond the standard library. Keep in step with README.md.
-packages=python3,python3-requests,python3-psycopg2,python3-pip,python3-numpy,ca-certificates,sqlite3,procps
+packages=python3,python3-requests,python3-psycopg2,python3-pip,python3-numpy,python3-matplotlib,ca-certificates,sqlite3,procps
 
 if [ "$(id -u)" != 0 ]; then
   echo "build-rootfs.sh needs root (debootstrap). Run: sudo make sandbox-image" >&2
@@ -25,7 +25,7 @@ command -v debootstrap >/dev/null || {
 }
 
 tmp="$dest.tmp"
-rm -rf "$tmp"
+rm -rf "$tmp" "$dest.old"
 debootstrap --variant=minbase --include="$packages" "$suite" "$tmp" "$mirror"
 
 # The unprivileged user programs run as, inside both backends.
@@ -47,6 +47,8 @@ echo "sandbox" > "$tmp/etc/hostname"
 printf '127.0.0.1 localhost sandbox\n::1 localhost\n' > "$tmp/etc/hosts"
 date -u +%FT%TZ > "$tmp/etc/undoable-rootfs-built"
 
-rm -rf "$dest"
+# Swapped in with two renames, so sandboxes starting meanwhile miss it for an instant at most;
+# the old tree stays until the next build, since running sandboxes still have it mounted.
+if [ -e "$dest" ]; then mv "$dest" "$dest.old"; fi
 mv "$tmp" "$dest"
 echo "sandbox root filesystem ready in $dest"

@@ -121,3 +121,9 @@ def test_the_real_replit_code_exec_client_works_unchanged(live_server, owner, mo
         interpreter_mode=True,
     )
     assert text == "42\n"
+
+
+def test_the_client_decodes_a_runs_images(client):
+    result = client.exec("import matplotlib.pyplot as plt\nplt.plot([1, 2])")
+    assert [(i.name, i.mime) for i in result.images] == [("figure-1.png", "image/png")]
+    assert result.images[0].data.startswith(b"\x89PNG")

@@ -16,7 +16,7 @@ code, `undoable_client.codeact` a CodeAct loop on one session.
 
 from undoable_client.async_client import AsyncClient, AsyncSession
 from undoable_client.client import Client, Session
-from undoable_client.models import ApiError, ExecResult
+from undoable_client.models import ApiError, ExecResult, Image
 
-__all__ = ["ApiError", "AsyncClient", "AsyncSession", "Client", "ExecResult", "Session"]
+__all__ = ["ApiError", "AsyncClient", "AsyncSession", "Client", "ExecResult", "Image", "Session"]
 __version__ = "0.1.0"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
@@ -22,6 +23,15 @@ class ApiError(Exception):
 
 
 @dataclass(frozen=True)
+class Image:
+    """An image the run left in its output folder, like Jupyter's display_data."""
+
+    mime: str  # image/png, image/jpeg, image/gif or image/svg+xml
+    data: bytes
+    name: str = ""
+
+
+@dataclass(frozen=True)
 class ExecResult:
     """One run: `POST /api/v1/exec` or a session's exec, as JSON."""
 
@@ -34,6 +44,8 @@ class ExecResult:
     duration_ms: int
     signal: int | None = None  # the signal that killed the program, if one did
     limit: LimitName | None = None  # the limit that stopped the run, if one did
+    images: tuple[Image, ...] = ()
+    image_notes: tuple[str, ...] = ()  # one line per image cap that left something out
 
     @property
     def ok(self) -> bool:
@@ -47,4 +59,10 @@ class ExecResult:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ExecResult:
         """Build from the server's JSON; fields this client does not know are ignored."""
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+        known = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        images = tuple(
+            Image(mime=i["mime"], data=base64.b64decode(i["data"]), name=i.get("name", ""))
+            for i in known.pop("images", ())
+        )
+        notes = tuple(known.pop("image_notes", ()))
+        return cls(**known, images=images, image_notes=notes)

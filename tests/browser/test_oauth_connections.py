@@ -201,9 +201,15 @@ def test_connect_read_only_then_write_then_revoke(
     expect(console).to_contain_text("write 201 ok", timeout=60_000)
     assert provider.items == ["tea"]
 
-    # Revoke: gone from this browser and dead at the provider.
+    # Refresh: a new token with the same scopes replaces the old one in this browser.
     page.goto("/accounts/")
     item = page.get_by_test_id("connection-generic")
+    item.get_by_role("button", name="Refresh token").click()
+    expect(item.locator("[data-connection-message]")).to_have_text("Token refreshed.")
+    write_token = _stored(page)["ITEMS_TOKEN"]
+    assert provider.live_tokens()[write_token] == ["items.read", "items.write"]
+
+    # Revoke: gone from this browser and dead at the provider.
     item.get_by_role("button", name="Revoke").click()
     expect(item.locator("[data-connection-message]")).to_have_text(
         "Revoked at Items and removed from this browser."

@@ -25,6 +25,7 @@ from webapp.env import (
     env_secret,
     env_str,
 )
+from webapp.redis_client import cache_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Resolved: sandbox mounts refuse paths that go through a symlink.
@@ -219,8 +220,9 @@ WHITENOISE_USE_FINDERS = True
 
 # --- Queue, channel layer and where runs execute -------------------------------------------
 REDIS_URL = env_secret("REDIS_URL")
-# "threads": in-process worker pool (embedded default). "celery": separate celery workers.
-RUNNER = env_choice("UNDOABLE_RUNNER", "celery" if REDIS_URL else "threads", ("threads", "celery"))
+# Where web runs execute (webapp.queries.run_backends): "threads", "celery" or a backend's
+# dotted path.
+RUNNER = env_str("UNDOABLE_RUNNER", "celery" if REDIS_URL else "threads")
 RUNNER_THREADS = env_int("UNDOABLE_RUNNER_THREADS", 4, minimum=1)
 
 CHANNEL_LAYERS = {
@@ -237,21 +239,13 @@ CHANNEL_LAYERS = {
     else {"BACKEND": "channels.layers.InMemoryChannelLayer"}
 }
 
-# Django's cache: login throttle counters (webapp.accounts.throttle), shared by every web
-# process through Redis in production, in this process in the embedded mode.
-CACHES = {
-    "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
-        "LOCATION": REDIS_URL,
-        "KEY_PREFIX": "undoable",
-        "OPTIONS": {"socket_timeout": 2, "socket_connect_timeout": 2},
-    }
-    if REDIS_URL
-    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
-}
+# Django's cache: login throttle counters (webapp.accounts.throttle), runs' stop flags and the
+# one-shot credential handoff (webapp.queries.run_backends, webapp.credentials.handoff), shared
+# by every web process and worker through Redis in production, in this process when embedded.
+CACHES = cache_settings(REDIS_URL)
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
-# Where fs/db/rest runs go (webapp.queries.services.run_queue); empty: the default queue.
+# Where fs/db/rest runs go (webapp.queries.run_backends.run_queue); empty: the default queue.
 RUNS_KINDS_QUEUE = env_str("UNDOABLE_KINDS_QUEUE", "")
 CELERY_RESULT_BACKEND = None  # results live in the database; nothing else to leak into Redis
 CELERY_TASK_SERIALIZER = "json"

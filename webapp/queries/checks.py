@@ -7,12 +7,14 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import Error, register
 
+from webapp.queries.run_backends import runner_backend
+
 
 @register()
 def check_runner_channel_layer(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     """Celery workers are other processes: an in-memory channel layer cannot reach browsers."""
     backend = settings.CHANNEL_LAYERS.get("default", {}).get("BACKEND", "")
-    if settings.RUNNER == "celery" and backend == "channels.layers.InMemoryChannelLayer":
+    if runner_backend().out_of_process and backend == "channels.layers.InMemoryChannelLayer":
         return [
             Error(
                 "UNDOABLE_RUNNER=celery with the in-memory channel layer: output from Celery "

@@ -19,9 +19,9 @@ from executor import CancelToken, ExecutorError, Limits, RunResult, RunSpec, lim
 from webapp.credentials.handoff import credentials_take
 from webapp.credentials.masking import mask_text
 from webapp.executor_glue import ensure_executor
-from webapp.queries import cancel as cancel_signal
 from webapp.queries.models import Run, RunStatus
 from webapp.queries.publish import publish_run_event
+from webapp.queries.run_backends import STOP_POLL_INTERVAL_S, runner_backend
 from webapp.queries.sink import OutputSink
 from webapp.queries.status import run_failure_log, status_event
 from webapp.reliability import conf
@@ -96,7 +96,7 @@ def run_execute(*, run_id: int, cancel: CancelToken) -> None:
     finally:
         stop_watch.set()
         try:
-            cancel_signal.clear(run_id)
+            runner_backend().clear(run_id)
         except redis.RedisError as exc:  # the key expires on its own; the run is recorded
             logger.warning(
                 "could not clear the stop key", extra={"run_id": run_id, "error": repr(exc)}
@@ -121,7 +121,7 @@ def _watch(run_id: int, token: CancelToken, stop: threading.Event) -> None:
     last_beat = timezone.now()
     failing: set[str] = set()  # log the first failure of a streak, not one every pass
     try:
-        while not stop.wait(cancel_signal.POLL_INTERVAL_S):
+        while not stop.wait(STOP_POLL_INTERVAL_S):
             now = timezone.now()
             if (now - last_beat).total_seconds() >= interval_s:
                 with _pass_guard(run_id, "heartbeat", failing):
@@ -131,7 +131,7 @@ def _watch(run_id: int, token: CancelToken, stop: threading.Event) -> None:
                         return
                     last_beat = now
             with _pass_guard(run_id, "stop check", failing):
-                if cancel_signal.requested(run_id):
+                if runner_backend().cancel_requested(run_id):
                     token.cancel()
                     return
     except Exception:

@@ -23,9 +23,9 @@ from webapp.connections.scopes import (
     scopes_needed_clean,
 )
 from webapp.credentials.handoff import credentials_stash
-from webapp.queries import cancel as cancel_signal
-from webapp.queries.models import Query, QueryKind, QueryVersion, Run, RunDirection, RunStatus
+from webapp.queries.models import Query, QueryVersion, Run, RunDirection, RunStatus
 from webapp.queries.publish import publish_run_event
+from webapp.queries.run_backends import runner_backend
 from webapp.queries.status import run_failure_log, status_event
 
 logger = logging.getLogger(__name__)
@@ -303,30 +303,9 @@ def query_run(
 
 
 def _enqueue(run_id: int, *, kind: str) -> None:
-    # After commit, so the worker always finds the run it is told about.
-    if settings.RUNNER == "threads":
-        from webapp.queries import runner
-
-        # The embedded runner shares its threads fairly between the owners of queued runs.
-        owner_id = Run.objects.values_list("query__owner_id", flat=True).get(pk=run_id)
-        transaction.on_commit(lambda: runner.submit(run_id, owner_id=owner_id))
-        return
-    from webapp.queries.tasks import execute_run
-
-    queue = run_queue(kind)
-    transaction.on_commit(lambda: execute_run.apply_async((run_id,), queue=queue))
-
-
-def run_queue(kind: str) -> str | None:
-    """The Celery queue for a run of `kind`; None is the default queue.
-
-    The fs, db and rest kinds bind host folders into their sandboxes, which only the bwrap
-    backend does; UNDOABLE_KINDS_QUEUE sends them to the workers that run it (compose:
-    worker-kinds), while plain Python runs may go to Docker-backend workers.
-    """
-    if kind != QueryKind.PYTHON and settings.RUNS_KINDS_QUEUE:
-        return str(settings.RUNS_KINDS_QUEUE)
-    return None
+    # After commit (the backend's submit waits for it), so the worker always finds the run.
+    owner_id = Run.objects.values_list("query__owner_id", flat=True).get(pk=run_id)
+    runner_backend().submit(run_id, owner_id=owner_id, kind=kind)
 
 
 def run_fail(*, run: Run, error: str) -> Run:
@@ -355,7 +334,7 @@ def run_cancel(*, run: Run) -> Run:
         run.refresh_from_db()
         publish_run_event(run.pk, status_event(run))
         return run
-    cancel_signal.send(run.pk)
+    runner_backend().cancel(run.pk)
     logger.info("run cancel requested", extra={"run_id": run.pk})
     run.refresh_from_db()
     return run

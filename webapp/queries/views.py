@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from typing import cast
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -23,6 +22,7 @@ from webapp.queries import services
 from webapp.queries.examples import EXAMPLE_PROMPTS
 from webapp.queries.forms import HandWrittenForm, PromptForm, RunBody, SaveBody
 from webapp.queries.models import Query, RunDirection
+from webapp.queries.run_backends import runner_backend
 from webapp.queries.selectors import get_query_for_user, get_run_for_user, run_list_for_query
 from webapp.queries.status import run_failure, status_payload
 from webapp.workspaces.selectors import workspace_panel_for_query
@@ -94,7 +94,7 @@ def query_create_blank(request: AuthedHttpRequest) -> HttpResponse:
 
 def _sandbox_problem() -> str | None:
     """Why nothing can run, if the sandbox refused to start (embedded mode runs it here)."""
-    if settings.RUNNER != "threads":
+    if runner_backend().out_of_process:
         return executor_problem()
     try:
         ensure_executor()

@@ -28,6 +28,7 @@ from tests.webapp.queries.test_run_consumer import connect, receive_until_final
 from webapp.celery import app as celery_app
 from webapp.queries import services
 from webapp.queries.models import Run, RunChunk, RunStatus
+from webapp.redis_client import cache_settings
 from webapp.reliability.reaper import WORKER_LOST
 from webapp.reliability.workers import process_state
 
@@ -123,7 +124,9 @@ def celery_mode(redis_broker, redis_url: str) -> Iterator[None]:
             "CONFIG": {"hosts": [{"address": redis_url, "socket_timeout": 15}]},
         }
     }
-    with override_settings(RUNNER="celery", REDIS_URL=redis_url, CHANNEL_LAYERS=layer):
+    with override_settings(
+        RUNNER="celery", REDIS_URL=redis_url, CACHES=cache_settings(redis_url), CHANNEL_LAYERS=layer
+    ):
         yield
 
 

@@ -17,9 +17,10 @@ from django.utils import timezone
 
 from tests.factories import QueryFactory, RunFactory
 from tests.webapp.queries.waiting import wait_until
-from webapp.queries import cancel as cancel_signal
 from webapp.queries import runner
 from webapp.queries.models import Run, RunChunk, RunStatus
+from webapp.queries.run_backends import runner_backend
+from webapp.redis_client import cache_settings
 from webapp.reliability.reaper import WORKER_LOST, runs_reap
 
 pytestmark = pytest.mark.usefixtures("threads_runner")
@@ -86,7 +87,7 @@ def test_heartbeats_go_on_through_a_redis_outage_and_stop_works_after_it(
     private_redis: PrivateRedis,
 ) -> None:
     # Celery mode's Stop travels through Redis; the runs still execute on this process's pool.
-    with override_settings(RUNNER="celery", REDIS_URL=private_redis.url,
+    with override_settings(RUNNER="celery", CACHES=cache_settings(private_redis.url),
                            RUN_HEARTBEAT_INTERVAL_S=0.2):  # fmt: skip
         run = started_run()
         private_redis.stop()
@@ -100,7 +101,7 @@ def test_heartbeats_go_on_through_a_redis_outage_and_stop_works_after_it(
             what="heartbeats during the outage",
         )
         private_redis.start()
-        cancel_signal.send(run.pk)
+        runner_backend().cancel(run.pk)
         run = finished(run)
 
     assert run.status == RunStatus.CANCELLED

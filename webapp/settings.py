@@ -307,6 +307,11 @@ AGENTS_RATE_BURST = env_int("AGENTS_RATE_BURST", 600, minimum=1)
 AGENTS_MAX_CONCURRENT_PER_TOKEN = env_int("AGENTS_MAX_CONCURRENT_PER_TOKEN", 16, minimum=1)
 AGENTS_MAX_WAITING_PER_TOKEN = env_int("AGENTS_MAX_WAITING_PER_TOKEN", 8, minimum=0)
 AGENTS_SLOT_WAIT_S = env_float("AGENTS_SLOT_WAIT_S", 5.0, minimum=0)
+# Agent runs this machine admits at once, shared fairly between users (webapp/agents/fairshare.py;
+# 0: 4 per CPU core). Past a user's share it waits up to AGENTS_SLOT_WAIT_S, if fewer than
+# AGENTS_MAX_WAITING_PER_USER of its runs wait.
+AGENTS_MAX_RUNS_PER_HOST = env_int("AGENTS_MAX_RUNS_PER_HOST", 0, minimum=0)
+AGENTS_MAX_WAITING_PER_USER = env_int("AGENTS_MAX_WAITING_PER_USER", 16, minimum=0)
 AGENTS_MAX_BODY_BYTES = env_int("AGENTS_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
 AGENTS_MAX_CODE_BYTES = env_int("AGENTS_MAX_CODE_BYTES", 256 * 1024, minimum=1024)
 AGENTS_MAX_FILES_BYTES = env_int("AGENTS_MAX_FILES_BYTES", 2 * 1024 * 1024, minimum=0)

@@ -12,6 +12,7 @@ from ninja import Router, Schema
 from executor import RunResult
 from webapp.agents import conf
 from webapp.agents.exec_services import exec_build_spec, exec_run, in_pool, result_json
+from webapp.agents.fairshare import get_admission, host_capacity
 from webapp.agents.ratelimit import get_limiter
 from webapp.agents.schemas import ExecIn, parse_model
 
@@ -46,6 +47,11 @@ def quota_key(request: HttpRequest) -> object:
     return request.auth.pk  # type: ignore[attr-defined]
 
 
+def user_key(request: HttpRequest) -> object:
+    """Whom the host's fair share counts: the token's owner, so many tokens are one tenant."""
+    return request.auth.owner_id  # type: ignore[attr-defined]
+
+
 def spend_rate(key: object) -> None:
     """Spend one request of `key`'s rate (QuotaExceeded: 429 + Retry-After when empty).
 
@@ -57,11 +63,13 @@ def spend_rate(key: object) -> None:
     )
 
 
-def within_quota(key: object, work: Callable[[], T]) -> T:
-    """spend_rate, then hold one of `key`'s concurrency slots while `work` runs (blocking).
+def within_quota(key: object, user: object, work: Callable[[], T]) -> T:
+    """spend_rate, then hold one of `key`'s concurrency slots and one of the host's admissions
+    for `user` (webapp.agents.fairshare) while `work` runs (blocking).
 
     With every slot taken the request waits for one (AGENTS_SLOT_WAIT_S, at most
-    AGENTS_MAX_WAITING_PER_TOKEN waiters) before the 429: a burst is served in turn.
+    AGENTS_MAX_WAITING_PER_TOKEN waiters) before the 429: a burst is served in turn. Past its
+    user's fair share of the host it waits likewise (AGENTS_MAX_WAITING_PER_USER waiters).
     """
     spend_rate(key)
     slot = get_limiter().slot(
@@ -70,7 +78,13 @@ def within_quota(key: object, work: Callable[[], T]) -> T:
         wait_s=conf.get("AGENTS_SLOT_WAIT_S"),
         queue=conf.get_int("AGENTS_MAX_WAITING_PER_TOKEN"),
     )
-    with slot:
+    admission = get_admission().admit(
+        user,
+        capacity=host_capacity(),
+        wait_s=conf.get("AGENTS_SLOT_WAIT_S"),
+        queue=conf.get_int("AGENTS_MAX_WAITING_PER_USER"),
+    )
+    with slot, admission:
         return work()
 
 
@@ -104,5 +118,5 @@ async def exec_code(request: HttpRequest) -> HttpResponse:
     payload = parse_model(ExecIn, request.body)
     spec, timeout_s = exec_build_spec(payload)
     run = functools.partial(exec_run, spec, timeout_s=timeout_s)
-    result, combined = await in_pool(within_quota, quota_key(request), run)
+    result, combined = await in_pool(within_quota, quota_key(request), user_key(request), run)
     return render_result(request, result, combined)

@@ -12,7 +12,15 @@ from executor import InvalidSpec
 from executor.session_files import FileMissing
 from executor.sessions import Session, SessionBusy
 from webapp.agents import conf
-from webapp.agents.exec_api import ERRORS, ErrorOut, ExecOut, quota_key, spend_rate, within_quota
+from webapp.agents.exec_api import (
+    ERRORS,
+    ErrorOut,
+    ExecOut,
+    quota_key,
+    spend_rate,
+    user_key,
+    within_quota,
+)
 from webapp.agents.exec_services import in_pool, result_json
 from webapp.agents.models import AgentSession
 from webapp.agents.schemas import ApiError, SessionExecIn, check_timeout, parse_model
@@ -105,7 +113,7 @@ async def exec_in_session(request: HttpRequest, session_id: str) -> HttpResponse
         session.exec, payload.code, language=payload.language, timeout_s=timeout_s
     )
     try:
-        result = await in_pool(within_quota, quota_key(request), cell)
+        result = await in_pool(within_quota, quota_key(request), user_key(request), cell)
     except SessionBusy as exc:
         raise ApiError(409, str(exc)) from None
     await _touch(row, session)

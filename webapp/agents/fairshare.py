@@ -1,0 +1,194 @@
+"""Host-wide admission of API runs, shared fairly between users (issue 14).
+
+Every agent run (stateless exec, session cell) on this machine holds one admission while it
+runs, on top of its token's own quota (webapp.agents.ratelimit). The machine admits about
+`capacity` runs at once (AGENTS_MAX_RUNS_PER_HOST; by default a few per CPU core), counted per
+*user*, not per token, so one user's many tokens are one tenant:
+
+- a user under its share (capacity divided by the users with runs in flight or waiting) is
+  admitted at once, even past the capacity: another user's long or sleeping runs cannot hold it
+  out, and what it may add past the capacity is bounded by the share;
+- otherwise a run is admitted while fewer than `capacity` are in flight, so a single busy user
+  still gets the whole machine;
+- past both, it waits in its user's queue (at most `queue` per user, each up to `wait_s`), and
+  every freed slot goes to the waiting user with the fewest runs in flight, round-robin among
+  equals: a newcomer's run goes before a flood's further queued ones.
+
+`get_admission()` picks the implementation as `get_limiter()` does: this in-process one without
+REDIS_URL (embedded default, one process), `webapp.agents.fairshare_redis` with it, so all web
+processes of one host share one admission.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections import Counter, deque
+from collections.abc import Hashable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+from django.conf import settings
+
+from webapp.agents import conf
+from webapp.agents.ratelimit import QuotaExceeded
+
+# Runs per CPU core when AGENTS_MAX_RUNS_PER_HOST is 0: a stateless run spends most of its
+# time on a CPU (the interpreter's start), and throughput stops growing past this many.
+RUNS_PER_CORE = 4
+
+
+class Admission(Protocol):
+    """What the API views use; both the in-process and the Redis admission provide it."""
+
+    def admit(
+        self, user: Hashable, *, capacity: int, wait_s: float, queue: int
+    ) -> AbstractContextManager[None]: ...
+
+    def admitted(self, user: Hashable) -> int: ...
+
+    def waiting(self, user: Hashable) -> int: ...
+
+    def wait_for(self, user: Hashable, *, admitted: int, waiting: int, timeout: float) -> bool: ...
+
+
+def host_capacity() -> int:
+    """Runs this machine admits at once: the setting, or RUNS_PER_CORE per usable core."""
+    configured = conf.get_int("AGENTS_MAX_RUNS_PER_HOST")
+    return configured or RUNS_PER_CORE * len(os.sched_getaffinity(0))
+
+
+def share_of(capacity: int, busy_users: int) -> int:
+    """What each busy user is sure to get: an equal part of the capacity, at least one run."""
+    return max(1, capacity // max(1, busy_users))
+
+
+def refusal(capacity: int, busy_users: int, *, queue: int = 0, waited_s: float = 0.0) -> str:
+    """The 429 text, naming the limit that stopped the run."""
+    what = f"at most {capacity} runs at once on this server, shared by {busy_users} busy users"
+    if waited_s:
+        return f"{what}; no slot came free in {waited_s:g} s"
+    if queue:
+        return f"{what}, and {queue} of a user's runs waiting"
+    return what
+
+
+@dataclass
+class _Waiter:
+    user: Hashable
+    order: int
+    granted: bool = False
+
+
+class FairAdmission:
+    """The in-process admission: exact for one process; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._held: Counter[Hashable] = Counter()
+        self._queues: dict[Hashable, deque[_Waiter]] = {}
+        # user -> when it was last admitted; the least recent goes first among equals.
+        self._served: dict[Hashable, int] = {}
+        self._clock = itertools.count(1)
+
+    @contextmanager
+    def admit(self, user: Hashable, *, capacity: int, wait_s: float, queue: int) -> Iterator[None]:
+        """Hold one of this host's admissions for `user` for the duration of the block, or
+        raise QuotaExceeded (at once past `queue` waiters of this user, else after `wait_s`)."""
+        with self._lock:
+            self._admit_or_wait(user, capacity=capacity, wait_s=wait_s, queue=queue)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held[user] -= 1
+                if not self._held[user]:
+                    del self._held[user]
+                    if user not in self._queues:
+                        self._served.pop(user, None)
+                self._dispatch(capacity)
+                self._lock.notify_all()
+
+    def _admit_or_wait(self, user: Hashable, *, capacity: int, wait_s: float, queue: int) -> None:
+        # Called holding the lock.
+        if user not in self._queues and self._admissible(user, capacity):
+            self._grant(user)
+            return
+        queued = self._queues.get(user, ())
+        if wait_s <= 0 or queue <= 0 or len(queued) >= queue:
+            raise QuotaExceeded(refusal(capacity, self._busy(user), queue=queue), 1)
+        waiter = _Waiter(user, next(self._clock))
+        self._queues.setdefault(user, deque()).append(waiter)
+        self._lock.notify_all()
+        if self._lock.wait_for(lambda: waiter.granted, wait_s):
+            return
+        mine = self._queues[user]
+        mine.remove(waiter)
+        if not mine:
+            del self._queues[user]
+        self._dispatch(capacity)  # one busy user fewer may widen the others' share
+        self._lock.notify_all()
+        raise QuotaExceeded(refusal(capacity, self._busy(user), waited_s=wait_s), 1)
+
+    def _busy(self, also: Hashable | None = None) -> int:
+        users = set(self._held) | set(self._queues)
+        if also is not None:
+            users.add(also)
+        return len(users)
+
+    def _admissible(self, user: Hashable, capacity: int) -> bool:
+        share = share_of(capacity, self._busy(user))
+        return self._held[user] < share or sum(self._held.values()) < capacity
+
+    def _grant(self, user: Hashable) -> None:
+        self._held[user] += 1
+        self._served[user] = next(self._clock)
+        self._lock.notify_all()
+
+    def _dispatch(self, capacity: int) -> None:
+        """Hand free slots to waiting users: fewest in flight first, round-robin among equals."""
+        while True:
+            ready = [u for u in self._queues if self._admissible(u, capacity)]
+            if not ready:
+                return
+            user = min(
+                ready,
+                key=lambda u: (self._held[u], self._served.get(u, 0), self._queues[u][0].order),
+            )
+            mine = self._queues[user]
+            mine.popleft().granted = True
+            if not mine:
+                del self._queues[user]
+            self._grant(user)
+
+    def admitted(self, user: Hashable) -> int:
+        """Runs of `user` admitted and not yet finished (tests and monitoring)."""
+        with self._lock:
+            return self._held[user]
+
+    def waiting(self, user: Hashable) -> int:
+        """Runs of `user` waiting for admission."""
+        with self._lock:
+            return len(self._queues.get(user, ()))
+
+    def wait_for(self, user: Hashable, *, admitted: int, waiting: int, timeout: float) -> bool:
+        """Block until `user` has `admitted` runs in and `waiting` waiting (tests use it)."""
+        with self._lock:
+            return self._lock.wait_for(
+                lambda: (self._held[user], len(self._queues.get(user, ()))) == (admitted, waiting),
+                timeout,
+            )
+
+
+local_admission = FairAdmission()
+
+
+def get_admission() -> Admission:
+    """This host's admission: shared through Redis when REDIS_URL is set, else in-process."""
+    if not settings.REDIS_URL:
+        return local_admission
+    from webapp.agents.fairshare_redis import redis_admission_for
+
+    return redis_admission_for(settings.REDIS_URL)

@@ -135,6 +135,8 @@ def _save_figures():
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is None:
         return
+    # Made only when needed: an fs run's /workspace is the person's folder, not ours to fill.
+    os.makedirs(OUTPUT, exist_ok=True)
     for number in pyplot.get_fignums():
         pyplot.figure(number).savefig(f"{OUTPUT}/figure-{number}.png")
     pyplot.close("all")
@@ -197,7 +199,6 @@ def _child(job, status_fd):
     os.environ.update(job["env"])
     os.umask(0o022)
     os.chdir(WORKDIR)
-    os.mkdir(OUTPUT)
     _write_files(job["files"])
     _apply_limits(job["rlimits"])
     if job["language"] == "bash":

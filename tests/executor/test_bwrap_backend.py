@@ -336,7 +336,7 @@ def test_a_run_with_mounts_gets_a_fresh_sandbox_and_the_pool_never_sees_them(poo
     assert (shared / "out.txt").read_text() == "written inside"
     assert pooled.stats == {"warm": 0, "cold": 1}
     look = pooled.run(RunSpec(code="import os; print(os.listdir('/workspace'))"), limits=LIMITS)
-    assert look.stdout == "['output']\n"  # only the run's own (empty) output folder
+    assert look.stdout == "[]\n"
     assert pooled.stats == {"warm": 1, "cold": 1}
 
 

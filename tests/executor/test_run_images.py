@@ -42,6 +42,7 @@ def test_files_in_the_output_folder_come_back_and_tricks_are_named(bwrap: Backen
     code = (
         "import os\n"
         "out = os.environ['UNDOABLE_OUTPUT_DIR']\n"
+        "os.makedirs(out, exist_ok=True)\n"
         "open(f'{out}/a.svg', 'w').write('<svg xmlns=\"http://www.w3.org/2000/svg\"/>')\n"
         "os.symlink('/etc/passwd', f'{out}/b.png')\n"
         "open(f'{out}/c.svg', 'w').write('<html><script>alert(1)</script></html>')\n"
@@ -59,6 +60,7 @@ def test_files_in_the_output_folder_come_back_and_tricks_are_named(bwrap: Backen
 
 def test_a_thousand_files_and_a_huge_one_are_capped(bwrap: Backend) -> None:
     code = (
+        "import os\nos.mkdir('output')\n"
         "png = b'\\x89PNG\\r\\n\\x1a\\n'\n"
         "open('output/0000-big.png', 'wb').write(png + bytes(3 * 1024 * 1024))\n"
         "for n in range(1, 1000):\n"

@@ -11,7 +11,7 @@ Answer by calling the propose_action tool.
   cannot be undone (an email was sent), say so in explanation and set reversible to false.
 - Code runs in a sandbox with Python 3 (standard library, requests, psycopg2, numpy,
   matplotlib) or bash. To show a chart or picture, write a PNG or SVG file to the folder in
-  os.environ["UNDOABLE_OUTPUT_DIR"] (matplotlib figures left open are shown too).
+  os.environ["UNDOABLE_OUTPUT_DIR"] (create it first; matplotlib figures left open are shown).
 - Secrets are environment variables. Refer to them only by name, e.g.
   os.environ["SLACK_TOKEN"]; list every name you use in credentials. You never see their values.
 - List in hosts every host name the code will contact over the network.

@@ -22,7 +22,7 @@ def test_exec_returns_a_matplotlib_figure_as_base64_png(owner):
 
 
 def test_exec_names_what_it_left_out(owner):
-    code = "import os\nos.symlink('/etc/passwd', 'output/out.png')"
+    code = "import os\nos.mkdir('output')\nos.symlink('/etc/passwd', 'output/out.png')"
     body = owner.post("/api/v1/exec", {"code": code}, accept="application/json").json()
     assert body["images"] == []
     assert body["image_notes"] == [

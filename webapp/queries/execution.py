@@ -7,18 +7,20 @@ import datetime as dt
 import importlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import redis
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.utils import timezone
 
 import executor
 from executor import CancelToken, ExecutorError, Limits, RunResult, RunSpec, limit_line
+from executor.images import Image
 from webapp.credentials.handoff import credentials_take
 from webapp.credentials.masking import mask_text
 from webapp.executor_glue import ensure_executor
+from webapp.queries.images import run_images_store
 from webapp.queries.models import Run, RunStatus
 from webapp.queries.publish import publish_run_event
 from webapp.queries.run_backends import STOP_POLL_INTERVAL_S, runner_backend
@@ -187,26 +189,46 @@ def _finish_with_result(
     run.limit = result.limit or ""
     run.oom_killed = result.oom_killed
     run.truncated = result.truncated or sink.capped
-    _finish(run, sink, status, error=" ".join(notes))
+    _finish(
+        run, sink, status, error=" ".join(notes),
+        images=result.images, image_notes=result.image_notes,
+    )  # fmt: skip
 
 
-def _finish(run: Run, sink: OutputSink, status: Any, *, error: str) -> bool:
+def _finish(
+    run: Run,
+    sink: OutputSink,
+    status: Any,
+    *,
+    error: str,
+    images: Sequence[Image] = (),
+    image_notes: Sequence[str] = (),
+) -> bool:
     """Record the end of the run, only if it is still `running`; False if it was not.
 
     The reaper may have ended it already ("Worker lost" after a long outage of this worker's
     heartbeat): that final state was published and stands, so neither it nor the output is
-    changed after the fact.
+    changed after the fact. The images are stored in the same transaction as the final status:
+    whoever reads the run as ended also finds its images.
     """
     still_running = Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING)
-    if error and still_running.exists():
-        sink.system(error + "\n")
+    if still_running.exists():
+        # Why an image the run made is not shown: one line per cap that left one out.
+        for line in image_notes:
+            sink.system(line + "\n")
+        if error:
+            sink.system(error + "\n")
     run.status = status
     run.error = error
     run.output_bytes = sink.bytes_stored
     run.finished_at = timezone.now()
     fields = ["status", "error", "output_bytes", "finished_at", "exit_code", "signal",
               "limit", "timed_out", "oom_killed", "truncated"]  # fmt: skip
-    if not still_running.update(**{name: getattr(run, name) for name in fields}):
+    with transaction.atomic():
+        updated = still_running.update(**{name: getattr(run, name) for name in fields})
+        if updated:
+            run_images_store(run=run, images=images)
+    if not updated:
         run.refresh_from_db()
         logger.warning(
             "run already ended elsewhere; its result is dropped",

@@ -147,3 +147,24 @@ class RunChunk(models.Model):
 
     def __str__(self) -> str:
         return f"Run {self.run_id} chunk {self.seq} ({self.stream})"
+
+
+class RunImage(models.Model):
+    """An image a run left in its output folder, as the host accepted it (executor/images.py
+    caps its count and bytes). Served only with headers that keep an SVG's scripts from running.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="images")
+    position = models.PositiveSmallIntegerField()  # 1-based, in the order the run returned them
+    name = models.CharField(max_length=200)
+    mime = models.CharField(max_length=32)
+    data = models.BinaryField()
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "position"], name="unique_run_image_position")
+        ]
+
+    def __str__(self) -> str:
+        return f"Run {self.run_id} image {self.position} ({self.name})"

@@ -18,6 +18,14 @@ class ChunkPayload(TypedDict):
     text: str
 
 
+class ImagePayload(TypedDict):
+    """One image a finished run left in its output folder (webapp/queries/images.py)."""
+
+    url: str
+    name: str  # the file's name in the output folder
+    mime: str
+
+
 class StatusPayload(TypedDict):
     """The run's state; sent on every transition and once after the replay on connect."""
 
@@ -34,6 +42,7 @@ class StatusPayload(TypedDict):
     next_step: str  # what to do about it ("" if it succeeded)
     truncated: bool
     last_seq: int  # the highest seq stored when this was sent
+    images: list[ImagePayload]  # stored with the result: empty until the run has ended
 
 
 class RunOutputEvent(TypedDict):

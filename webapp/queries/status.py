@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
+from webapp.queries.images import run_image_payloads
 from webapp.queries.models import Run, RunStatus
 from webapp.queries.payloads import FailureKind, RunStatusEvent, StatusPayload
 from webapp.queries.selectors import run_last_seq
@@ -91,6 +92,7 @@ def status_payload(run: Run) -> StatusPayload:
         next_step=failure.next_step,
         truncated=run.truncated,
         last_seq=run_last_seq(run.pk),
+        images=run_image_payloads(run),
     )
 
 

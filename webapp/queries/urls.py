@@ -21,4 +21,5 @@ urlpatterns = [
     path("runs/<int:run_id>/", views.run_detail, name="run-detail"),
     path("runs/<int:run_id>/cancel", views.run_cancel, name="run-cancel"),
     path("runs/<int:run_id>/fix", views.run_fix, name="run-fix"),
+    path("runs/<int:run_id>/images/<int:position>", views.run_image, name="run-image"),
 ]

@@ -21,6 +21,7 @@ from webapp.json_body import BadJsonBody, json_body_loads
 from webapp.queries import services
 from webapp.queries.examples import EXAMPLE_PROMPTS
 from webapp.queries.forms import HandWrittenForm, PromptForm, RunBody, SaveBody
+from webapp.queries.images import get_run_image, image_response
 from webapp.queries.models import Query, RunDirection
 from webapp.queries.run_backends import runner_backend
 from webapp.queries.selectors import get_query_for_user, get_run_for_user, run_list_for_query
@@ -263,3 +264,11 @@ def run_detail(request: HttpRequest, run_id: int) -> JsonResponse:
             "fix_url": reverse("queries:run-fix", args=[run.pk]),
         }
     )
+
+
+@login_required
+@require_GET
+def run_image(request: HttpRequest, run_id: int, position: int) -> HttpResponse:
+    """One image of the user's own run (a run's images never change once stored)."""
+    image = get_run_image(get_run_for_user(request.user, run_id), position)
+    return image_response(image, cache_control="private, max-age=86400")

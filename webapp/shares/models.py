@@ -35,6 +35,11 @@ class Share(models.Model):
     # The last run's stored output, already masked by the run pipeline; empty unless ticked.
     output = models.TextField(blank=True)
     output_status = models.CharField(max_length=16, blank=True)
+    # The run whose output is shared: its images are shown with it (a run's images never
+    # change once stored). Null unless output is included.
+    output_run = models.ForeignKey(
+        "queries.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 

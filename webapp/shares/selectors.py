@@ -5,7 +5,11 @@ from __future__ import annotations
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 from django.http import Http404
+from django.urls import reverse
 
+from webapp.queries.images import get_run_image, run_image_payloads
+from webapp.queries.models import RunImage
+from webapp.queries.payloads import ImagePayload
 from webapp.shares.models import Share
 
 
@@ -29,3 +33,21 @@ def get_share_for_user(user: User | AnonymousUser, token: str) -> Share:
 
 def share_list_for_user(user: User) -> QuerySet[Share]:
     return Share.objects.filter(owner=user, revoked_at__isnull=True).select_related("query")
+
+
+def share_images(share: Share) -> list[ImagePayload]:
+    """The shared run's images, at the share's own URLs; none unless output is included."""
+    run = share.output_run if share.include_output else None
+    if run is None:
+        return []
+    return run_image_payloads(
+        run, url=lambda n: reverse("shares:image", kwargs={"token": share.token, "position": n})
+    )
+
+
+def get_share_image(share: Share, position: int) -> RunImage:
+    """Image `position` of the run a live share includes the output of, or Http404."""
+    run = share.output_run if share.include_output else None
+    if run is None:
+        raise Http404("No such image")
+    return get_run_image(run, position)

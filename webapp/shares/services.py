@@ -38,6 +38,7 @@ def share_create(*, owner: User, query: Query, include_output: bool) -> Share:
     if last_run is not None:
         share.output = _output_with_error(last_run)
         share.output_status = last_run.status
+        share.output_run = last_run
     share.save()
     logger.info(
         "share created",

@@ -10,4 +10,5 @@ urlpatterns = [
     path("<str:token>/", views.share_detail_view, name="detail"),
     path("<str:token>/revoke/", views.share_revoke_view, name="revoke"),
     path("<str:token>/fork/", views.share_fork_view, name="fork"),
+    path("<str:token>/images/<int:position>", views.share_image_view, name="image"),
 ]

@@ -11,9 +11,16 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from webapp.accounts.authed import AuthedHttpRequest
+from webapp.queries.images import image_response
 from webapp.queries.selectors import get_query_for_user
 from webapp.shares import services
-from webapp.shares.selectors import get_live_share, get_share_for_user, share_list_for_user
+from webapp.shares.selectors import (
+    get_live_share,
+    get_share_for_user,
+    get_share_image,
+    share_images,
+    share_list_for_user,
+)
 
 
 @login_required
@@ -33,7 +40,11 @@ def share_detail_view(request: HttpRequest, token: str) -> HttpResponse:
     response = render(
         request,
         "shares/detail.html",
-        {"share": share, "is_owner": share.owner_id == request.user.pk},
+        {
+            "share": share,
+            "is_owner": share.owner_id == request.user.pk,
+            "images": share_images(share),
+        },
     )
     # The token is in the URL: keep it out of other sites' Referer headers and of shared caches.
     # Not "no-referrer": Chromium then sends `Origin: null` with the page's own forms (Fork,
@@ -66,3 +77,13 @@ def share_fork_view(request: HttpRequest, token: str) -> HttpResponse:
     query = services.share_fork(user=request.user, share=share)
     messages.success(request, "Forked into your history. Add your own credentials to run it.")
     return redirect("queries:query-detail", query_id=query.pk)
+
+
+@require_GET
+def share_image_view(request: HttpRequest, token: str, position: int) -> HttpResponse:
+    """An image of the shared run, for anyone with the link, while the link is live."""
+    response = image_response(
+        get_share_image(get_live_share(token), position), cache_control="private, no-store"
+    )
+    response["X-Robots-Tag"] = "noindex"
+    return response

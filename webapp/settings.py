@@ -364,7 +364,7 @@ LOG_LEVEL = env_str("UNDOABLE_LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"json": {"()": "webapp.logging.JsonFormatter"}},
+    "formatters": {"json": {"()": "webapp.json_logs.JsonFormatter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}},

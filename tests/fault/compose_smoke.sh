@@ -64,7 +64,7 @@ curl -fsS "http://127.0.0.1:$port/healthz"; echo
 
 say "waiting for the 3 workers (2 worker, 1 worker-kinds) to answer a Celery ping"
 for _ in $(seq 1 60); do
-  alive=$(compose exec -T worker python3 -m webapp.reliability ping --count 2>/dev/null || echo 0)
+  alive=$(compose exec -T worker python3 manage.py workers_ping --count 2>/dev/null || echo 0)
   [ "${alive//[^0-9]/}" = 3 ] && break
   sleep 1
 done

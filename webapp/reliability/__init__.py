@@ -4,5 +4,5 @@
 - `workers`: who is alive (Celery ping, a Redis registry of live processes) and the per-worker
   queue that pins stateful work to the worker holding it.
 - `tasks`: Celery signal hooks that start both inside every worker.
-- `python -m webapp.reliability`: `ping` (health check for compose/k8s) and `reap`.
+- management commands: `manage.py workers_ping` (health check for compose/k8s) and `runs_reap`.
 """

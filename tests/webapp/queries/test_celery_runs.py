@@ -4,6 +4,7 @@ channels_redis layer, and the websocket consumer on the real ASGI app."""
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import os
 import socket
@@ -17,6 +18,7 @@ import pytest
 import redis
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
@@ -217,6 +219,16 @@ def test_the_worker_says_it_is_alive_in_the_process_registry() -> None:
     # tell "lost" from "not beaten yet" (process_state says "unknown" then).
     with override_settings(RUN_LOST_AFTER_S=1):
         assert process_state("undoable-never-started@nowhere") == "lost"
+
+
+def test_workers_ping_names_the_live_worker_and_fails_for_a_missing_one() -> None:
+    name = f"undoable-test@{socket.gethostname()}"
+    out = io.StringIO()
+    call_command("workers_ping", "--name", name, stdout=out)
+    assert out.getvalue().split() == [name]
+    with pytest.raises(CommandError, match="0 of 1 worker"):
+        missing = ["--name", "undoable-never-started@nowhere", "--timeout", "0.5"]
+        call_command("workers_ping", *missing, stdout=io.StringIO())
 
 
 def test_kind_runs_go_to_the_kinds_queue_and_python_runs_stay_on_the_default_one(

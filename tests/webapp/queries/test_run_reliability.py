@@ -4,6 +4,7 @@ heartbeats go on through a Redis outage, and a run the reaper already ended stay
 from __future__ import annotations
 
 import datetime as dt
+import io
 import os
 import shutil
 import socket
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from django.core.management import call_command
 from django.test import override_settings
 from django.utils import timezone
 
@@ -149,3 +151,13 @@ def test_the_worker_is_recorded_on_the_run() -> None:
 
     assert run.status == RunStatus.SUCCEEDED
     assert run.worker == f"{socket.gethostname()}:{os.getpid()}"
+
+
+def test_runs_reap_command_ends_a_lost_run() -> None:
+    an_hour_ago = timezone.now() - dt.timedelta(hours=1)
+    run = RunFactory(status=RunStatus.RUNNING, worker="gone@nowhere", heartbeat_at=an_hour_ago)
+    out = io.StringIO()
+    call_command("runs_reap", stdout=out)
+    assert f"ended 1 run(s): [{run.pk}]" in out.getvalue()
+    run.refresh_from_db()
+    assert (run.status, run.error) == (RunStatus.FAILED, WORKER_LOST)

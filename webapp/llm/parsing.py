@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+from executor.images import OUTPUT_ENV
 from webapp.llm.errors import LLMBadAnswer
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
@@ -15,6 +16,9 @@ _ENV_NAME = re.compile(
 _BASH_ENV = re.compile(r"\$\{?([A-Z][A-Z0-9_]*_(?:TOKEN|KEY|SECRET|PASSWORD|URL))\b")
 _HOST = re.compile(r"https?://([A-Za-z0-9.-]+)")
 _NAME_OK = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+# Set in every run by the sandbox itself: code that reads one needs no credential for it (a run
+# would otherwise stop on "Missing credential: UNDOABLE_OUTPUT_DIR" before drawing anything).
+SANDBOX_ENV_NAMES = frozenset({*OUTPUT_ENV, "FORWARD_OUTPUT"})
 _HOST_OK = re.compile(r"^[A-Za-z0-9.-]{1,253}(:\d{1,5})?$")
 
 
@@ -53,7 +57,7 @@ def names(values: Any, pattern: re.Pattern[str]) -> list[str]:
 
 
 def credential_names(values: Any) -> list[str]:
-    return names(values, _NAME_OK)
+    return [n for n in names(values, _NAME_OK) if n not in SANDBOX_ENV_NAMES]
 
 
 def scope_needs(values: Any) -> dict[str, list[str]]:
@@ -89,7 +93,7 @@ def prose_outside_fences(content: str) -> str:
 def names_used_in(code: str) -> list[str]:
     """Environment variable names the code reads, for answers that did not list them."""
     found = _ENV_NAME.findall(code) + _BASH_ENV.findall(code)
-    return names(found, _NAME_OK)
+    return credential_names(found)
 
 
 def hosts_used_in(code: str) -> list[str]:

@@ -42,7 +42,7 @@ POLL_S = 0.5
 
 
 def pending_timeout_s() -> float:
-    return float(getattr(settings, "DB_PENDING_TIMEOUT_S", db_kind.DEFAULT_TIMEOUT_S))
+    return float(settings.DB_PENDING_TIMEOUT_S)
 
 
 @contextlib.contextmanager

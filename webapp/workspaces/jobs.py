@@ -31,4 +31,4 @@ class KindJob:
 
 
 def allow_private() -> bool:
-    return bool(getattr(settings, "EXECUTOR_EGRESS_ALLOW_PRIVATE", False))
+    return bool(settings.EXECUTOR_EGRESS_ALLOW_PRIVATE)

@@ -15,7 +15,7 @@ from webapp.queries.models import Query, Run
 def workspaces_root() -> Path:
     """Where workspaces live. It and its ancestors up to VAR_DIR get o+x (traverse, not list):
     bwrap runs as an unprivileged host uid and must reach the folders it binds."""
-    root = Path(getattr(settings, "WORKSPACES_ROOT", settings.VAR_DIR / "workspaces"))
+    root = Path(settings.WORKSPACES_ROOT)
     root.mkdir(parents=True, exist_ok=True)
     var_dir = Path(settings.VAR_DIR).resolve()
     for folder in [root.resolve(), *root.resolve().parents]:

@@ -17,6 +17,7 @@
   var runLabel = document.querySelector("[data-console-run]");
   var reasonBox = document.querySelector("[data-run-reason]");
   var goCredentials = document.querySelector("[data-go-credentials]");
+  var imagesBox = document.querySelector("[data-run-images]");
   var dark = window.UndoableTheme ? window.UndoableTheme.isDark() : false;
   var editors = {};
   var diffs = {};
@@ -192,6 +193,7 @@
     // The model can only help when the program itself failed, not a missing credential or a limit.
     if (fixButton) fixButton.hidden = !(final && status.failure === "program");
     showReason(final ? status : null);
+    if (final) showImages(status);
     if (final && consoleView.isEmpty()) consoleView.hint("This run printed nothing.");
     if (final) refreshRunList();
     announce("undoable:run-status", status);
@@ -213,6 +215,35 @@
     goCredentials.hidden = kind !== "missing_credential";
   }
 
+  // The images a finished run left in its output folder, as <img> only: an SVG's scripts never
+  // run there (and its URL answers with a sandboxing CSP when opened on its own).
+  function showImages(status) {
+    var images = status.images || [];
+    if (imagesBox.getAttribute("data-run") === String(status.run_id)) return;
+    imagesBox.textContent = "";
+    images.forEach(function (image, index) {
+      var figure = document.createElement("figure");
+      figure.className = "run-image";
+      var img = document.createElement("img");
+      img.src = image.url;
+      img.alt = "Figure " + (index + 1) + " from run #" + status.run_id + ": " + image.name;
+      img.loading = "lazy";
+      var caption = document.createElement("figcaption");
+      caption.textContent = image.name;
+      figure.appendChild(img);
+      figure.appendChild(caption);
+      imagesBox.appendChild(figure);
+    });
+    imagesBox.setAttribute("data-run", String(status.run_id));
+    imagesBox.hidden = images.length === 0;
+  }
+
+  function clearImages() {
+    imagesBox.textContent = "";
+    imagesBox.removeAttribute("data-run");
+    imagesBox.hidden = true;
+  }
+
   goCredentials.addEventListener("click", function (event) {
     var card = document.getElementById("credentials");
     var name = card.querySelector("[data-credential-input-name]");
@@ -228,6 +259,7 @@
   function follow(run) {
     if (current && current.stream) current.stream.close();
     consoleView.reset("Waiting for output…");
+    clearImages();
     runLabel.textContent = "· run #" + run.run.run_id + " (" + (run.direction || "forward") + ")";
     current = { id: run.run.run_id, cancelUrl: run.cancel_url, fixUrl: run.fix_url, direction: run.direction || "forward" };
     showStatus(run.run);

@@ -47,6 +47,10 @@ class SandboxContainer:
             return False
 
     def close(self) -> None:
+        # shutdown, not only close: docker-py's response object holds another reference to the
+        # connection, and an open one keeps the container's stdin open and its output waiting.
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
             self.sock.close()
 

@@ -9,9 +9,9 @@ docker_driver.py; the bytes between them are docker_wire.py.
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import os
-import socket
 import threading
 import time
 import uuid
@@ -37,7 +37,7 @@ from executor.spec import RunSpec
 logger = logging.getLogger(__name__)
 
 DRIVER_SOURCE = (Path(__file__).parent / "docker_driver.py").read_text()
-OWNER_LABEL = "undoable.owner"  # host:pid of the process that started it (for reaping)
+OWNER_LABEL = "undoable.owner"  # the process that started it (owner_id(); for reaping)
 INSTANCE_LABEL = "undoable.backend"
 START_TIMEOUT_S = 20.0
 
@@ -74,10 +74,7 @@ class DockerBackend:
         self._remove_sync = remove_sync
         self._closed = False
         self._remover = Remover(self._remove)
-        self._labels = {
-            INSTANCE_LABEL: self.instance_id,
-            OWNER_LABEL: f"{socket.gethostname()}:{os.getpid()}",
-        }
+        self._labels = {INSTANCE_LABEL: self.instance_id, OWNER_LABEL: owner_id()}
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -123,13 +120,17 @@ class DockerBackend:
             self._remove(container["Id"])
 
     def reap_stale(self) -> int:
-        """Remove sandbox containers left behind by dead processes; return how many."""
-        host = socket.gethostname()
+        """Remove sandbox containers left behind by dead processes; return how many.
+
+        Containers end on their own when their owner's socket closes (StdinOnce, see
+        docker_args); this catches what that misses (a create whose owner died before attaching,
+        an engine that kept a container). Only owners this process can judge are judged: same
+        boot, same pid namespace (another worker's container is none of our business).
+        """
         removed = 0
         for container in self._list({}):
             owner = container.get("Labels", {}).get(OWNER_LABEL, "")
-            owner_host, _, pid = owner.rpartition(":")
-            stale = owner_host == host and pid.isdigit() and not _pid_alive(int(pid))
+            stale = owner_dead(owner)
             if stale or (container.get("State") != "running" and _age_s(container) > 300):
                 logger.info("removing a stale sandbox container", extra={"owner": owner})
                 self._remove(container["Id"])
@@ -217,13 +218,40 @@ class DockerBackend:
         container.close()
         self._remove(container.id)
 
-    def _start(self, limits: Limits) -> SandboxContainer:
+    def start_session(
+        self, *, workspace: str, limits: Limits, session: dict[str, Any], labels: dict[str, str]
+    ) -> SandboxContainer:
+        """Start a session's container: the supervisor in session mode (docker_driver.py) with
+        `workspace` bound at /workspace. `session`: the driver source, its config, env and
+        lifetime. The caller owns the container: `remove()` it when the session ends."""
+        return self._start(
+            limits, session=session, workspace=workspace, labels={**self._labels, **labels}
+        )
+
+    def remove(self, container_id: str) -> None:
+        """Kill and remove a container now (a session's, when it ends)."""
+        self._remove(container_id)
+
+    def _start(
+        self,
+        limits: Limits,
+        *,
+        session: dict[str, Any] | None = None,
+        workspace: str | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> SandboxContainer:
         # The shared seccomp deny list (executor/policy/seccomp.py), stacked by the supervisor
         # on Docker's default profile before the program's interpreter starts.
         bpf = base64.b64encode(seccomp_bpf()).decode()
         command = ["python3", "-I", "-S", "-c", DRIVER_SOURCE, bpf]
+        if session is not None:
+            command.append(json.dumps(session))
         kwargs = container_create_kwargs(
-            image=self.image, limits=limits, command=command, labels=self._labels
+            image=self.image,
+            limits=limits,
+            command=command,
+            labels=labels or self._labels,
+            workspace=workspace,
         )
         try:
             created = self._client().containers.create(**kwargs)
@@ -313,14 +341,40 @@ def _await_ready(container: SandboxContainer) -> None:
         raise SandboxFailed(f"the sandbox supervisor failed to start: {got[8:]!r}")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+def owner_id(pid: int | None = None) -> str:
+    """Who owns a container: boot id, pid namespace, pid and the pid's start time.
+
+    The start time tells a reused pid from the owner; boot id and namespace say whether this
+    process can see the owner at all (a worker in another container cannot).
+    """
+    pid = os.getpid() if pid is None else pid
+    return f"{_boot_id()}:{_pid_namespace()}:{pid}:{_start_ticks(pid)}"
+
+
+def owner_dead(owner: str) -> bool:
+    """True if `owner` (an owner_id) ran in this boot and pid namespace and is gone now."""
+    boot, namespace, pid, ticks = (owner.split(":") + ["", "", "", ""])[:4]
+    if boot != _boot_id() or namespace != str(_pid_namespace()) or not pid.isdigit():
         return False
-    except PermissionError:
-        return True
-    return True
+    return _start_ticks(int(pid)) != ticks
+
+
+def _boot_id() -> str:
+    return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+def _pid_namespace() -> int:
+    return os.stat("/proc/self/ns/pid").st_ino
+
+
+def _start_ticks(pid: int) -> str:
+    """The process's start time in clock ticks since boot ("" if there is no such process)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    # Field 22; the command name (field 2) may hold spaces and parentheses, so count from its end.
+    return stat.rpartition(")")[2].split()[19]
 
 
 def _age_s(container: dict[str, Any]) -> float:

@@ -13,11 +13,19 @@ it has no handler for, and `kill(-1)` skips it, so a hostile program (`kill -9 -
 cannot take the reporter down with it; as init it also reaps orphans and daemons. It makes
 itself non-dumpable so the same-uid program cannot ptrace it or read its /proc entries.
 It enforces the wall limit itself, so the limit holds even if the host process dies.
+
+Session mode (a third argument, JSON): the program's process is the session's REPL driver
+(executor/session_driver.py, given as source) on fds 3 and 4 instead; after the ready frame this
+supervisor relays the host's stdin to fd 3 and fd 4 to its stdout, byte for byte (the driver's
+own framing), and ends the container when the host's socket closes (also mid-cell: a SIGKILLed
+server leaves nothing behind), when the driver ends, or at the session's lifetime. Its last
+words, on its stderr where no cell can write, are the stop facts (OOM kill, pids cap hit).
 """
 
 import base64
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import selectors
@@ -185,13 +193,15 @@ class Program:
             pipe.write(json.dumps(job).encode())
 
 
-def become_program(seccomp_bpf, child_fds):
+def become_program(seccomp_bpf, child_fds, argv=("python3", "-u", "-c", PROGRAM), env=BASE_ENV):
     err = child_fds[2][1]
     try:  # never returns to the supervisor's code
         ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # our own /proc files again
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")  # the memory bomb, not the supervisor, is what the OOM killer takes
-        for target, fd in child_fds:
+        # Lift every source above the targets first, so no dup2 overwrites a later source.
+        lifted = [(target, fcntl.fcntl(fd, fcntl.F_DUPFD, 16)) for target, fd in child_fds]
+        for target, fd in lifted:
             os.dup2(fd, target)
         err = 2
         os.closerange(5, 65536)
@@ -199,8 +209,7 @@ def become_program(seccomp_bpf, child_fds):
             signal.signal(sig, signal.SIG_DFL)
         os.chdir(WORKDIR)
         install_seccomp(seccomp_bpf)
-        argv = ["python3", "-u", "-c", PROGRAM]
-        os.execve("/usr/bin/python3", argv, BASE_ENV)  # noqa: S606
+        os.execve("/usr/bin/python3", list(argv), env)  # noqa: S606
     except BaseException as exc:  # noqa: BLE001 - report why exec failed, then die
         os.write(err, f"sandbox: cannot start the program: {exc}\n".encode())
     os._exit(127)
@@ -361,11 +370,82 @@ def reap_all(run):
             run.main_status, run.main_rusage = status, rusage
 
 
+def serve_session(seccomp_bpf, session):
+    """Session mode (see the module docstring): start the REPL driver, then relay until done."""
+    cmd_r, cmd_w = os.pipe()
+    reply_r, reply_w = os.pipe()
+    null = os.open("/dev/null", os.O_RDWR)
+    pid = os.fork()
+    if pid == 0:
+        # stderr stays ours until the driver points it at /dev/null: a start failure is told.
+        child_fds = ((0, null), (1, null), (2, 2), (3, cmd_r), (4, reply_w))
+        argv = ("python3", "-c", session["driver"], "3", "4", session["config"])
+        become_program(seccomp_bpf, child_fds, argv, dict(BASE_ENV, **session["env"]))
+    for fd in (cmd_r, reply_w, null):
+        os.close(fd)
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w)
+    sel = selectors.DefaultSelector()
+    sel.register(0, selectors.EVENT_READ, "host")
+    sel.register(reply_r, selectors.EVENT_READ, "driver")
+    sel.register(wake_r, selectors.EVENT_READ, "child")
+    oom_before = oom_kills()
+    emit(b"r", b"")
+    deadline = time.monotonic() + session["lifetime_s"]
+    done = False
+    while not done and (left := deadline - time.monotonic()) > 0:
+        for key, _ in sel.select(left):
+            if key.data == "child":
+                os.read(wake_r, READ_SIZE)
+                done = reaped(pid)
+            else:
+                data = os.read(key.fd, READ_SIZE)
+                # EOF from the host is its socket closing: it is gone, or it closed the session.
+                done = not data or not write_all(cmd_w if key.data == "host" else 1, data)
+            if done:
+                break
+    kill_all()
+    with contextlib.suppress(ChildProcessError):
+        while True:
+            os.wait()
+    facts = {"oom_killed": oom_kills() > oom_before, "pids_max_hit": pids_max_hit()}
+    os.write(2, f"\n{session['facts_mark']}{json.dumps(facts)}\n".encode())
+
+
+def reaped(pid):
+    """Reap what ended; True once the driver (`pid`) is among it."""
+    while True:
+        try:
+            ended, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return True
+        if ended == 0:
+            return False
+        if ended == pid:
+            return True
+
+
+def write_all(fd, data):
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:  # the driver is gone (EPIPE) or the host is (stdout closed)
+        return False
+    return True
+
+
 def main():
     ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no ptrace, no /proc/1 reads
     # As PID 1 we only get signals we have a handler for; Python's SIGINT handler would let
     # the program interrupt us (KeyboardInterrupt), so drop it. The child restores it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if len(sys.argv) > 2:
+        serve_session(base64.b64decode(sys.argv[1]), json.loads(sys.argv[2]))
+        return
     program = Program(base64.b64decode(sys.argv[1]))
     emit(b"r", b"")  # warm: the host may hand this container out now
     msg = read_message()

@@ -8,11 +8,13 @@ of them (secrets included).
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
 from executor.errors import InvalidLimits, InvalidSpec
 from executor.limits import Limits
+from executor.policy.bwrap_args import program_rlimits
 
 UID = 1000  # the image's unprivileged `sandbox` user
 SANDBOX_LABEL = "undoable.sandbox"
@@ -41,12 +43,19 @@ def pool_key(limits: Limits) -> tuple[Any, ...]:
 
 
 def container_create_kwargs(
-    *, image: str, limits: Limits, command: list[str], labels: dict[str, str]
+    *,
+    image: str,
+    limits: Limits,
+    command: list[str],
+    labels: dict[str, str],
+    workspace: str | None = None,
 ) -> dict[str, Any]:
     """Return the kwargs for `client.containers.create(**kwargs)` of one sandbox container.
 
-    Raises InvalidLimits for a network mode Docker cannot enforce yet (fail closed) and
-    InvalidSpec for an image name or label that could smuggle options in.
+    `workspace`: a host folder bound read-write at /workspace (a session's, so the host serves
+    its files), instead of a private tmpfs. Raises InvalidLimits for a network mode Docker
+    cannot enforce yet (fail closed) and InvalidSpec for an image name, label or workspace
+    that could smuggle options in.
     """
     if limits.network != "none":
         raise InvalidLimits(
@@ -59,9 +68,24 @@ def container_create_kwargs(
     for key, value in labels.items():
         if not _LABEL_KEY.match(key) or key == SANDBOX_LABEL or not isinstance(value, str):
             raise InvalidSpec(f"invalid label {key!r}")
+    if workspace is not None and not _canonical_folder(workspace):
+        raise InvalidSpec(f"the workspace must be a canonical absolute folder, not {workspace!r}")
     memory = _mib(limits.memory_mib)
     nofile = max(int(limits.max_open_files), 64)
+    tmpfs = {
+        "/workspace": _tmpfs(limits.workdir_quota_mib, mode="0700"),
+        "/tmp": _tmpfs(limits.tmp_quota_mib, mode="1777"),
+    }
+    mounts: dict[str, Any] = {}
+    if workspace is not None:
+        del tmpfs["/workspace"]
+        # Private propagation: nothing mounted later on either side reaches the other.
+        bind = {"Propagation": "rprivate"}
+        mounts["mounts"] = [
+            {"Type": "bind", "Source": workspace, "Target": "/workspace", "BindOptions": bind}
+        ]
     return {
+        **mounts,
         "image": image,
         "command": command,
         # detach=False + stdin_open sets StdinOnce: when our attached socket closes (even if
@@ -79,10 +103,7 @@ def container_create_kwargs(
         "security_opt": ["no-new-privileges"],
         "privileged": False,
         "read_only": True,
-        "tmpfs": {
-            "/workspace": _tmpfs(limits.workdir_quota_mib, mode="0700"),
-            "/tmp": _tmpfs(limits.tmp_quota_mib, mode="1777"),
-        },
+        "tmpfs": tmpfs,
         "shm_size": "1m",
         "ipc_mode": "private",
         "pids_limit": int(limits.max_pids) + SUPERVISOR_PIDS,
@@ -109,3 +130,19 @@ def _mib(value: float) -> int:
 
 def _tmpfs(size_mib: float, *, mode: str) -> str:
     return f"rw,exec,nosuid,nodev,size={_mib(size_mib)},uid={UID},gid={UID},mode={mode}"
+
+
+def session_rlimits(limits: Limits) -> dict[str, tuple[int, int]]:
+    """What a session's REPL driver sets on itself in a container (soft, hard).
+
+    The bwrap policy's, less RLIMIT_NPROC: without a user namespace it would count every
+    process of the sandbox uid on the host, all containers together; pids_limit caps this
+    container's. Address space is the backstop only: the container's memory cgroup is the limit.
+    """
+    rlimits = program_rlimits(limits, memory_cgroup=True)
+    del rlimits["RLIMIT_NPROC"]
+    return rlimits
+
+
+def _canonical_folder(path: str) -> bool:
+    return os.path.isabs(path) and os.path.realpath(path) == path and os.path.isdir(path)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -22,7 +21,6 @@ from executor.backends.docker import DockerBackend
 from executor.cancel import CancelToken
 from executor.errors import BackendUnavailable
 from executor.limits import Limits
-from executor.policy.docker_args import container_create_kwargs
 from executor.result import OutputChunk
 from executor.spec import RunSpec
 
@@ -206,20 +204,6 @@ def test_close_removes_every_container_of_the_backend(engine):
     other.close()
     label = f"undoable.backend={other.instance_id}"
     assert engine.containers(all=True, filters={"label": label}) == []
-
-
-def test_startup_reaps_containers_left_by_a_dead_process(backend, engine):
-    finished = subprocess.Popen(["true"])
-    finished.wait()  # its pid now belongs to no process
-    kwargs = container_create_kwargs(
-        image=backend.image,
-        limits=LIMITS,
-        command=["true"],
-        labels={"undoable.owner": f"{socket.gethostname()}:{finished.pid}"},
-    )
-    leaked = docker.from_env().containers.create(**kwargs)
-    assert backend.reap_stale() >= 1
-    assert not exists(engine, leaked.id)
 
 
 def test_self_check_names_the_missing_image(engine):

@@ -169,3 +169,27 @@ def test_a_forged_or_oversized_frame_is_an_infrastructure_failure():
         list(DriverFrames().feed(b"x" + (1).to_bytes(4, "big") + b"a"))
     with pytest.raises(SandboxFailed):
         list(DockerDemux().feed(bytes([1, 0, 0, 0]) + (1 << 30).to_bytes(4, "big")))
+
+
+def test_a_session_binds_its_workspace_folder_and_nothing_else(tmp_path):
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    kwargs = container_create_kwargs(
+        image=IMAGE, limits=Limits(), command=COMMAND, labels=LABELS, workspace=str(workspace)
+    )
+    assert [(m["Type"], m["Source"], m["Target"]) for m in kwargs["mounts"]] == [
+        ("bind", str(workspace), "/workspace")
+    ]
+    assert list(kwargs["tmpfs"]) == ["/tmp"]
+    assert (FORBIDDEN_KEYS - {"mounts"}).isdisjoint(kwargs)
+
+
+@pytest.mark.parametrize("where", ["relative", "link", "missing"])
+def test_a_workspace_that_is_not_a_canonical_folder_is_refused(tmp_path, where):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    path = {"relative": "real", "link": str(tmp_path / "link"), "missing": str(tmp_path / "no")}
+    with pytest.raises(InvalidSpec, match="canonical"):
+        container_create_kwargs(
+            image=IMAGE, limits=Limits(), command=COMMAND, labels=LABELS, workspace=path[where]
+        )

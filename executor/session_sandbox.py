@@ -10,6 +10,7 @@ launch_argv) bounds the session's whole life even if this process dies.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import json
 import os
@@ -88,17 +89,72 @@ def session_argv(
     )
 
 
-class SessionSandbox:
-    """A running session sandbox: send a command, read its reply; `kill()` ends it for good."""
+class SessionChannel(abc.ABC):
+    """A running session sandbox, whichever backend holds it: send a command, read its reply
+    (the driver's framing, capped on its header); `kill()` ends it for good."""
+
+    def __init__(self, max_reply: int) -> None:
+        self.max_reply = max_reply
+        self._buf = bytearray()
+
+    @property
+    @abc.abstractmethod
+    def pid(self) -> int:
+        """Host pid of the sandbox's outermost process (tests check it is really gone)."""
+
+    @property
+    @abc.abstractmethod
+    def alive(self) -> bool: ...
+
+    @abc.abstractmethod
+    def send(self, message: dict[str, Any]) -> None: ...
+
+    @abc.abstractmethod
+    def kill(self) -> None:
+        """SIGKILL every process of the sandbox and release what it held."""
+
+    @abc.abstractmethod
+    def stop_counters(self) -> tuple[bool, bool]:
+        """(an OOM kill happened, the pids cap was hit): why a sandbox that died ended."""
+
+    @abc.abstractmethod
+    def _read_some(self, timeout: float) -> bytes | None:
+        """Reply bytes; b"" once the sandbox has ended, None if `timeout` passed first."""
+
+    def receive(self, *, deadline: float) -> dict[str, Any]:
+        """The next reply, or SessionDied if the sandbox ends or `deadline` passes first."""
+        while True:
+            if len(self._buf) >= 8:
+                size = int.from_bytes(self._buf[:8], "big")
+                if size > self.max_reply:  # checked on the header, before reading the body
+                    raise ReplyTooLarge(
+                        f"the session's reply was larger than {self.max_reply} bytes"
+                    )
+                if len(self._buf) >= 8 + size:
+                    body = bytes(self._buf[8 : 8 + size])
+                    del self._buf[: 8 + size]
+                    reply: dict[str, Any] = json.loads(body)
+                    return reply
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SessionDied("no reply before the deadline")
+            data = self._read_some(remaining)
+            if data == b"":
+                raise SessionDied("the session sandbox exited")
+            if data:
+                self._buf += data
+
+
+class SessionSandbox(SessionChannel):
+    """A session in a bwrap sandbox, driven over two pipes."""
 
     def __init__(self, proc: subprocess.Popen[bytes], cmd_w: int, reply_r: int,
                  cgroup: SandboxCgroup | None, max_reply: int) -> None:  # fmt: skip
+        super().__init__(max_reply)
         self.proc = proc
         self.cmd_w = cmd_w
         self.reply_r = reply_r
         self.cgroup = cgroup
-        self.max_reply = max_reply
-        self._buf = bytearray()
 
     @classmethod
     def start(cls, *, rootfs: str, workdir: str, limits: Limits, lifetime_s: float,
@@ -151,8 +207,16 @@ class SessionSandbox:
         return sandbox
 
     @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def stop_counters(self) -> tuple[bool, bool]:
+        cgroup = self.cgroup
+        return bool(cgroup and cgroup.oom_killed()), bool(cgroup and cgroup.pids_max_hit())
 
     def send(self, message: dict[str, Any]) -> None:
         body = json.dumps(message).encode()
@@ -163,28 +227,10 @@ class SessionSandbox:
         except OSError as exc:
             raise SessionDied(f"the session sandbox is gone ({exc.strerror})") from exc
 
-    def receive(self, *, deadline: float) -> dict[str, Any]:
-        """The next reply, or SessionDied if the sandbox ends or `deadline` passes first."""
-        while True:
-            if len(self._buf) >= 8:
-                size = int.from_bytes(self._buf[:8], "big")
-                if size > self.max_reply:  # checked on the header, before reading the body
-                    raise ReplyTooLarge(
-                        f"the session's reply was larger than {self.max_reply} bytes"
-                    )
-                if len(self._buf) >= 8 + size:
-                    body = bytes(self._buf[8 : 8 + size])
-                    del self._buf[: 8 + size]
-                    reply: dict[str, Any] = json.loads(body)
-                    return reply
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise SessionDied("no reply before the deadline")
-            if fdwait.wait_readable(self.reply_r, remaining):
-                data = os.read(self.reply_r, 1 << 20)
-                if not data:
-                    raise SessionDied("the session sandbox exited")
-                self._buf += data
+    def _read_some(self, timeout: float) -> bytes | None:
+        if not fdwait.wait_readable(self.reply_r, timeout):
+            return None
+        return os.read(self.reply_r, 1 << 20)
 
     def kill(self) -> None:
         """SIGKILL the whole tree, reap it, close our pipes and remove its cgroups."""

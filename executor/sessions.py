@@ -9,7 +9,9 @@
 
 Sessions idle longer than `idle_timeout_s`, or older than `max_lifetime_s`, are reaped by a
 background thread: the sandbox is SIGKILLed and its workspace removed. The hard lifetime also
-holds if this process dies (the launcher's hard kill and --die-with-parent).
+holds if this process dies (the launcher's hard kill and --die-with-parent under bwrap; under
+Docker the supervisor's deadline, and the container ends as soon as this process's socket
+closes). `SessionConfig.backend` says where sandboxes run (executor/session_starters.py).
 
 Each workspace is a host folder bound into the sandbox. Where this process may mount (root), it
 is a tmpfs capped at `workdir_quota_mib` and `workdir_max_inodes` (executor.quota), so the kernel
@@ -30,13 +32,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from executor import cgroups, quota, session_files
+from executor import images, quota, session_files
 from executor.backends.bwrap import SANDBOX_UID
 from executor.errors import BackendUnavailable, ExecutorError, InvalidSpec, NoCapacity
 from executor.limits import Limits
 from executor.result import LimitName, RunResult
 from executor.session_files import FileEntry
-from executor.session_sandbox import ReplyTooLarge, SessionDied, SessionSandbox
+from executor.session_sandbox import ReplyTooLarge, SessionChannel, SessionDied
+from executor.session_starters import starter_for
 
 logger = logging.getLogger(__name__)
 
@@ -64,16 +67,20 @@ class SessionConfig:
     use_cgroups: bool = True
     workdir_quota_mib: int = 256  # the workspace's bytes, all files together
     workdir_max_inodes: int = 100_000  # and its files and folders
+    backend: str = "bwrap"  # or "docker": where the sandboxes run (host_uid is bwrap's)
+    docker_image: str = "undoable-sandbox:latest"
+    docker_url: str | None = None
 
 
 class Session:
     """One live session. Thread-safe; commands run one at a time."""
 
-    def __init__(self, session_id: str, sandbox: SessionSandbox, workdir: str,
-                 config: SessionConfig) -> None:  # fmt: skip
+    def __init__(self, session_id: str, sandbox: SessionChannel, workdir: str,
+                 config: SessionConfig, uid: int | None) -> None:  # fmt: skip
         self.id = session_id
         self.workdir = workdir
         self.config = config
+        self.uid = uid  # the host uid the sandbox's program runs as; it owns uploads
         self.created_at = time.monotonic()
         self.last_used_at = self.created_at
         self.closed_reason: str | None = None
@@ -83,7 +90,7 @@ class Session:
     @property
     def pid(self) -> int:
         """Host pid of the sandbox's outermost process (tests check it is really gone)."""
-        return self._sandbox.proc.pid
+        return self._sandbox.pid
 
     @property
     def expires_at(self) -> float:
@@ -110,6 +117,8 @@ class Session:
             self._check_open()
             self.touch()
             started = time.monotonic()
+            # A cell's images are what it added or changed in output/, read by the host.
+            before = images.snapshot(self.workdir)
             try:
                 self._sandbox.send({"language": language, "code": code, "timeout_s": timeout})
                 reply = self._sandbox.receive(deadline=started + timeout + _CELL_GRACE_S)
@@ -121,6 +130,7 @@ class Session:
             # saw the time pass too.
             timed_out = bool(reply["timed_out"]) and time.monotonic() - started >= timeout
             truncated = bool(reply["truncated"])
+            found = images.read_folder(self.workdir, caps=images.ImageCaps(), since=before)
             return RunResult(
                 exit_code=reply["exit_code"],
                 signal=None,
@@ -131,14 +141,14 @@ class Session:
                 truncated=truncated,
                 duration_s=reply["duration_s"],
                 limit="wall_time" if timed_out else "output" if truncated else None,
+                images=found.images,
+                image_notes=found.notes,
             )
         finally:
             self._lock.release()
 
     def _died(self, exc: SessionDied, started: float) -> RunResult:
-        cgroup = self._sandbox.cgroup
-        oom = bool(cgroup and cgroup.oom_killed())
-        pids = bool(cgroup and cgroup.pids_max_hit())
+        oom, pids = self._sandbox.stop_counters()
         too_large = isinstance(exc, ReplyTooLarge)
         timed_out = time.monotonic() - started >= self.config.limits.wall_time_s and not (
             oom or too_large
@@ -176,7 +186,7 @@ class Session:
         if len(data) > self.config.limits.max_file_size_mib * 1024 * 1024:
             raise InvalidSpec(f"{path} is larger than the session's file size limit")
         self.touch()
-        session_files.write_file(self.workdir, path, data, owner=self.config.host_uid)
+        session_files.write_file(self.workdir, path, data, owner=self.uid)
 
     def read_file(self, path: str) -> bytes:
         self._check_open()
@@ -215,7 +225,7 @@ class SessionManager:
         self._sessions: dict[str, Session] = {}
         self._cond = threading.Condition()
         self._stopped = False
-        self._cgroup_parents = cgroups.available_parents() if config.use_cgroups else {}
+        self._starter = starter_for(config)
         self._quota = quota.supported()
         if not self._quota:
             logger.warning(
@@ -223,7 +233,7 @@ class SessionManager:
                 "RLIMIT_FSIZE caps each file",
                 extra={"workdir_quota_mib": config.workdir_quota_mib},
             )
-        _check_traversable(config.root_dir, config.host_uid)
+        _check_traversable(config.root_dir, self._starter.uid)
         os.makedirs(config.root_dir, mode=0o711, exist_ok=True)
         # Traversable (not listable) by the unprivileged sandbox uid that binds a workspace inside.
         os.chmod(config.root_dir, 0o711)  # noqa: S103
@@ -238,7 +248,7 @@ class SessionManager:
         # Canonical: the policy binds only a canonical folder (no symlink on the way).
         base = os.path.join(os.path.realpath(self.config.root_dir), session_id)
         workdir = os.path.join(base, "workspace")
-        uid = self.config.host_uid if os.geteuid() == 0 else None
+        uid = self._starter.uid if os.geteuid() == 0 else None
         with contextlib.ExitStack() as undo:
             undo.callback(shutil.rmtree, base, ignore_errors=True)
             os.makedirs(workdir, mode=0o700)
@@ -247,16 +257,14 @@ class SessionManager:
             mounted = self._quota and self._mount_quota(workdir, uid)
             if not mounted and uid is not None:
                 os.chown(workdir, uid, uid)  # a quota tmpfs's root already belongs to the uid
-            sandbox = SessionSandbox.start(
-                rootfs=os.path.abspath(self.config.rootfs),
+            sandbox = self._starter.start(
+                session_id=session_id,
                 workdir=workdir,
                 limits=self.config.limits,
                 lifetime_s=self.config.max_lifetime_s,
-                host_uid=uid,
-                cgroup_parents=self._cgroup_parents,
             )
             undo.pop_all()
-        session = Session(session_id, sandbox, workdir, self.config)
+        session = Session(session_id, sandbox, workdir, self.config, uid)
         with self._cond:
             self._sessions[session_id] = session
             self._cond.notify_all()
@@ -301,6 +309,7 @@ class SessionManager:
             self._cond.notify_all()
         for session_id in self.live_ids():
             self.close(session_id, reason="shutdown")
+        self._starter.close()
 
     def reap_due(self) -> list[str]:
         """Close every session past its idle or lifetime limit (or whose sandbox died)."""

@@ -133,4 +133,6 @@ def session_config() -> SessionConfig:
         max_lifetime_s=settings.AGENTS_SESSION_MAX_LIFETIME_S,
         workdir_quota_mib=settings.AGENTS_SESSION_WORKDIR_QUOTA_MIB,
         host_uid=settings.EXECUTOR_SANDBOX_UID,
+        backend=settings.EXECUTOR_BACKEND,
+        docker_image=settings.EXECUTOR_DOCKER_IMAGE,
     )

@@ -1,4 +1,6 @@
-"""executor.sessions against real bwrap sandboxes: REPL semantics, files, reaping, limits."""
+"""executor.sessions against real sandboxes, bwrap and Docker alike: REPL semantics, files,
+reaping, limits. The Docker half needs the engine and builds the sandbox image (tests/conftest.py).
+"""
 
 from __future__ import annotations
 
@@ -18,7 +20,6 @@ from executor.errors import ExecutorError, InvalidSpec
 from executor.limits import Limits
 from executor.session_files import FileMissing, WorkspaceFull
 from executor.sessions import (
-    SANDBOX_UID,
     SessionBusy,
     SessionConfig,
     SessionManager,
@@ -42,8 +43,15 @@ def reaped() -> dict[str, threading.Event]:
     return {}
 
 
+@pytest.fixture(
+    params=["bwrap", pytest.param("docker", marks=pytest.mark.docker)],
+)
+def session_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-def manager_factory(reaped: dict[str, threading.Event]) -> Iterator:
+def manager_factory(reaped: dict[str, threading.Event], session_backend: str) -> Iterator:
     managers: list[SessionManager] = []
     # The sandbox runs as an unprivileged host uid: its workspace's parents must be traversable
     # (pytest's tmp_path lives under a 0700 directory).
@@ -54,7 +62,12 @@ def manager_factory(reaped: dict[str, threading.Event]) -> Iterator:
         def on_close(session_id: str, reason: str) -> None:
             reaped.setdefault(session_id, threading.Event()).set()
 
-        options = {"limits": Limits(wall_time_s=5), "rootfs": str(ROOTFS), **overrides}
+        options = {
+            "limits": Limits(wall_time_s=5),
+            "rootfs": str(ROOTFS),
+            "backend": session_backend,
+            **overrides,
+        }
         config = SessionConfig(root_dir=os.path.join(root, "sessions"), **options)
         manager = SessionManager(config, on_close=on_close)
         managers.append(manager)
@@ -247,8 +260,11 @@ def test_a_reaped_session_leaves_no_mount_behind(manager_factory, reaped):
     assert not os.path.exists(session.workdir)
 
 
-def test_a_session_that_fails_to_start_leaves_no_mount_or_folder(manager_factory, tmp_path):
-    manager = manager_factory(rootfs=str(tmp_path / "no-rootfs"))
+def test_a_session_that_fails_to_start_leaves_no_mount_or_folder(manager_factory, monkeypatch):
+    manager = manager_factory()
+    # The driver's source is the one thing both backends start from: a broken one never says
+    # it is ready.
+    monkeypatch.setattr(session_sandbox, "driver_source", lambda: "raise SystemExit(3)")
     before = Path("/proc/self/mountinfo").read_text().count("undoable-quota")
 
     with pytest.raises(ExecutorError):
@@ -267,7 +283,7 @@ def test_without_mount_privilege_the_manager_warns_once(manager_factory, monkeyp
     warnings = [r for r in caplog.records if "no quota" in r.getMessage()]
     assert len(warnings) == 2  # one per manager, none per session
     assert not mounted_anywhere(session.workdir)
-    assert os.stat(session.workdir).st_uid == SANDBOX_UID
+    assert os.stat(session.workdir).st_uid == session.uid
 
 
 @pytest.mark.sabotage

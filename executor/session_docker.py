@@ -1,0 +1,140 @@
+"""A session's sandbox in a Docker container (EXECUTOR_BACKEND=docker).
+
+The same REPL driver as under bwrap (executor/session_driver.py, same framing, same reply cap),
+run by the Docker supervisor in session mode (executor/backends/docker_driver.py), in a
+container built by the one Docker policy (executor/policy/docker_args.py): no network, read-only
+root, every capability dropped, memory and pids caps, the unprivileged uid, our seccomp filter
+on Docker's. The workspace is the host folder the manager prepared (quota tmpfs, host-side file
+API), bound at /workspace. The container ends when our attached socket closes, so it cannot
+outlive this process; the supervisor also ends it at the session's lifetime.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import select
+import socket
+import time
+from typing import Any
+
+from executor import session_sandbox
+from executor.backends.docker import DockerBackend
+from executor.backends.docker_wire import DOCKER_STDOUT, DockerDemux
+from executor.docker_pool import SandboxContainer
+from executor.errors import SandboxFailed
+from executor.limits import Limits
+from executor.policy.docker_args import session_rlimits
+from executor.session_sandbox import SESSION_ENV, SessionChannel, SessionDied
+
+SESSION_LABEL = "undoable.session"
+# Marks the supervisor's stop facts among its stderr lines (see docker_driver.serve_session).
+FACTS_MARK = b"undoable-session-facts "
+# What is kept of the supervisor's stderr: a start failure's message and its stop facts.
+MAX_DIAGNOSTICS = 16 * 1024
+
+
+class DockerSessionSandbox(SessionChannel):
+    """A session's container, driven over its attached socket."""
+
+    def __init__(self, backend: DockerBackend, container: SandboxContainer, pid: int,
+                 max_reply: int) -> None:  # fmt: skip
+        super().__init__(max_reply)
+        self.backend = backend
+        self.container = container
+        self._pid = pid
+        self._demux = DockerDemux()
+        self._diagnostics = bytearray()
+        self._ended = False
+
+    @classmethod
+    def start(cls, backend: DockerBackend, *, session_id: str, workdir: str, limits: Limits,
+              lifetime_s: float) -> DockerSessionSandbox:  # fmt: skip
+        config = {"rlimits": session_rlimits(limits), "max_output_bytes": limits.max_output_bytes}
+        session = {
+            "driver": session_sandbox.driver_source(),
+            "config": json.dumps(config),
+            "env": SESSION_ENV,
+            "lifetime_s": lifetime_s,
+            "facts_mark": FACTS_MARK.decode(),
+        }
+        container = backend.start_session(
+            workspace=workdir, limits=limits, session=session, labels={SESSION_LABEL: session_id}
+        )
+        pid = int(backend.inspect_state(container.id).get("Pid") or 0)
+        sandbox = cls(backend, container, pid, session_sandbox.max_reply_bytes(limits))
+        try:
+            ready = sandbox.receive(deadline=time.monotonic() + 30.0)
+            if ready != {"ready": True}:
+                raise SessionDied(f"unexpected first reply {ready!r}")
+        except SessionDied as exc:
+            detail = sandbox._diagnostics.decode("utf-8", "replace")
+            sandbox.kill()
+            raise SandboxFailed(f"session sandbox did not start: {exc} {detail}".strip()) from exc
+        except BaseException:
+            sandbox.kill()
+            raise
+        return sandbox
+
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    @property
+    def alive(self) -> bool:
+        # The engine closes our end when the container ends; unread replies do not count.
+        return not self._ended and not _hung_up(self.container.sock)
+
+    def send(self, message: dict[str, Any]) -> None:
+        body = json.dumps(message).encode()
+        try:
+            self.container.sock.sendall(len(body).to_bytes(8, "big") + body)
+        except OSError as exc:
+            raise SessionDied(f"the session sandbox is gone ({exc.strerror})") from exc
+
+    def _read_some(self, timeout: float) -> bytes | None:
+        if not self.container.readable(timeout):
+            return None
+        try:
+            data = self.container.sock.recv(1 << 20)
+        except OSError:
+            data = b""
+        if not data:
+            self._ended = True
+            return b""
+        replies = bytearray()
+        for stream, payload in self._demux.feed(data):
+            if stream == DOCKER_STDOUT:
+                replies += payload
+            else:  # the supervisor's own stderr: no cell can write there
+                self._diagnostics += payload[: MAX_DIAGNOSTICS - len(self._diagnostics)]
+        return bytes(replies)
+
+    def stop_counters(self) -> tuple[bool, bool]:
+        """From the supervisor's last words; once it has hung up, read what is left of them."""
+        if not self._ended and _hung_up(self.container.sock):
+            while self._read_some(1.0):
+                pass
+        for line in reversed(self._diagnostics.splitlines()):
+            if line.startswith(FACTS_MARK):
+                facts = json.loads(line[len(FACTS_MARK) :])
+                return bool(facts["oom_killed"]), bool(facts["pids_max_hit"])
+        return False, False
+
+    def kill(self) -> None:
+        """Close our socket, then kill and remove the container.
+
+        Closing first matters: the engine does not finish a container whose attached output
+        nobody reads (a cell flooding its reply), and the closed stdin already ends it.
+        """
+        self._ended = True
+        self.container.close()
+        self.backend.remove(self.container.id)
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    poller = select.poll()
+    poller.register(sock, select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+    with contextlib.suppress(OSError, ValueError):
+        return bool(poller.poll(0))
+    return True

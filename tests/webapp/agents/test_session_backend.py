@@ -1,0 +1,53 @@
+"""Sessions honour EXECUTOR_BACKEND (issue 14, item 14): with docker, a session created over the
+API runs in a container labelled with its id, gone once the session is deleted."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import docker
+import pytest
+
+from executor.session_docker import SESSION_LABEL
+from webapp.agents.session_services import reset_session_manager
+from webapp.executor_glue import reset_executor
+
+pytestmark = [pytest.mark.django_db, pytest.mark.docker]
+
+
+@pytest.fixture
+def engine(docker_missing) -> Iterator:
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        docker_missing(f"no Docker engine: {exc}")
+    yield client.api
+    client.close()
+
+
+@pytest.fixture
+def docker_backend(settings) -> Iterator[None]:
+    settings.EXECUTOR_BACKEND = "docker"
+    settings.EXECUTOR_WARM_POOL_SIZE = 0
+    reset_executor()
+    yield
+    reset_session_manager()
+    reset_executor()
+
+
+def test_with_the_docker_backend_a_session_runs_in_its_own_container(owner, engine, docker_backend):
+    session_id = owner.post("/api/v1/sessions", {}).json()["id"]
+    label = {"label": f"{SESSION_LABEL}={session_id}"}
+    [container] = engine.containers(filters=label)
+
+    reply = owner.post(
+        f"/api/v1/sessions/{session_id}/exec",
+        {"code": "import os; os.path.exists('/.dockerenv'), os.getuid()"},
+    )
+
+    assert reply.json()["stdout"] == "(True, 1000)\n"
+    assert owner.delete(f"/api/v1/sessions/{session_id}").status_code == 204
+    with pytest.raises(docker.errors.NotFound):
+        engine.wait(container["Id"], condition="removed", timeout=10)
+        engine.inspect_container(container["Id"])

@@ -114,6 +114,7 @@ bench: $(VENV)/.installed-dev sandbox
 	$(PY) tests/bench/bench_api.py
 	$(PY) tests/bench/bench_stream.py
 	$(PY) tests/bench/bench_db.py
+	$(PY) tests/bench/bench_sessions.py
 
 # Build and start the docker-compose topology from local images only, run code, tear it down.
 compose-smoke: sandbox-image

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from typing import Literal, TypeVar
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -18,6 +21,11 @@ from webapp.agents.schemas import ExecIn, parse_model
 
 router = Router(tags=["exec"])
 T = TypeVar("T")
+
+# Requests waiting for a slot or an admission block a thread each. The queue caps bound them
+# per token and per user; these threads are the bound across all users (past it, a request
+# queues here before it even asks).
+_waits = ThreadPoolExecutor(max_workers=256, thread_name_prefix="agents-quota")
 
 
 class ExecOut(Schema):
@@ -63,29 +71,59 @@ def spend_rate(key: object) -> None:
     )
 
 
-def within_quota(key: object, user: object, work: Callable[[], T]) -> T:
-    """spend_rate, then hold one of `key`'s concurrency slots and one of the host's admissions
-    for `user` (webapp.agents.fairshare) while `work` runs (blocking).
+def quota_enter(key: object, user: object) -> ExitStack:
+    """spend_rate, then take one of `key`'s concurrency slots and one of the host's admissions
+    for `user` (webapp.agents.fairshare); closing the returned stack gives them back (blocking).
 
     With every slot taken the request waits for one (AGENTS_SLOT_WAIT_S, at most
     AGENTS_MAX_WAITING_PER_TOKEN waiters) before the 429: a burst is served in turn. Past its
     user's fair share of the host it waits likewise (AGENTS_MAX_WAITING_PER_USER waiters).
     """
     spend_rate(key)
-    slot = get_limiter().slot(
-        key,
-        limit=conf.get_int("AGENTS_MAX_CONCURRENT_PER_TOKEN"),
-        wait_s=conf.get("AGENTS_SLOT_WAIT_S"),
-        queue=conf.get_int("AGENTS_MAX_WAITING_PER_TOKEN"),
-    )
-    admission = get_admission().admit(
-        user,
-        capacity=host_capacity(),
-        wait_s=conf.get("AGENTS_SLOT_WAIT_S"),
-        queue=conf.get_int("AGENTS_MAX_WAITING_PER_USER"),
-    )
-    with slot, admission:
+    with ExitStack() as stack:
+        stack.enter_context(
+            get_limiter().slot(
+                key,
+                limit=conf.get_int("AGENTS_MAX_CONCURRENT_PER_TOKEN"),
+                wait_s=conf.get("AGENTS_SLOT_WAIT_S"),
+                queue=conf.get_int("AGENTS_MAX_WAITING_PER_TOKEN"),
+            )
+        )
+        stack.enter_context(
+            get_admission().admit(
+                user,
+                capacity=host_capacity(),
+                wait_s=conf.get("AGENTS_SLOT_WAIT_S"),
+                queue=conf.get_int("AGENTS_MAX_WAITING_PER_USER"),
+            )
+        )
+        return stack.pop_all()
+
+
+def _run_then_release(held: ExitStack, work: Callable[[], T]) -> T:
+    with held:
         return work()
+
+
+def _release_if_taken(entering: asyncio.Future[ExitStack]) -> None:
+    # The request went away while its slots were being taken: give them back once they are.
+    if not entering.cancelled() and entering.exception() is None:
+        _waits.submit(entering.result().close)
+
+
+async def within_quota(key: object, user: object, work: Callable[[], T]) -> T:
+    """Run `work` on an exec thread once quota_enter has let it in, then release.
+
+    The wait happens on a thread of _waits, not of the exec pool, so a flood's waiting requests
+    never fill the exec threads that other users' admitted runs need.
+    """
+    entering = asyncio.get_running_loop().run_in_executor(_waits, quota_enter, key, user)
+    try:
+        held = await asyncio.shield(entering)
+    except asyncio.CancelledError:
+        entering.add_done_callback(_release_if_taken)
+        raise
+    return await in_pool(_run_then_release, held, work)
 
 
 def render_result(request: HttpRequest, result: RunResult, combined: str) -> HttpResponse:
@@ -118,5 +156,5 @@ async def exec_code(request: HttpRequest) -> HttpResponse:
     payload = parse_model(ExecIn, request.body)
     spec, timeout_s = exec_build_spec(payload)
     run = functools.partial(exec_run, spec, timeout_s=timeout_s)
-    result, combined = await in_pool(within_quota, quota_key(request), user_key(request), run)
+    result, combined = await within_quota(quota_key(request), user_key(request), run)
     return render_result(request, result, combined)

@@ -113,7 +113,7 @@ async def exec_in_session(request: HttpRequest, session_id: str) -> HttpResponse
         session.exec, payload.code, language=payload.language, timeout_s=timeout_s
     )
     try:
-        result = await in_pool(within_quota, quota_key(request), user_key(request), cell)
+        result = await within_quota(quota_key(request), user_key(request), cell)
     except SessionBusy as exc:
         raise ApiError(409, str(exc)) from None
     await _touch(row, session)

@@ -118,9 +118,11 @@ def test_a_user_alone_gets_the_whole_capacity_and_then_waits_its_turn(pair: Pair
     for n in range(5):
         runs.start("flood", f"f{n}", via=pair[n % 2])
         runs.settle("flood", admitted=min(n + 1, 3), waiting=max(0, n - 2))
+        runs.admitted(min(n + 1, 3))
     assert runs.admitted(3) == ["f0", "f1", "f2"]
     runs.finish("f0")
     runs.settle("flood", admitted=3, waiting=1)
+    assert runs.admitted(4)[3] == "f3"
     runs.finish("f1")
     runs.settle("flood", admitted=3, waiting=0)
     assert runs.admitted(5) == ["f0", "f1", "f2", "f3", "f4"]
@@ -133,6 +135,7 @@ def test_a_newcomer_is_admitted_before_a_floods_queued_runs_and_the_rest_interle
     for n in range(5):  # the flood fills the host, three more wait
         runs.start("flood", f"f{n}", via=pair[n % 2])
         runs.settle("flood", admitted=min(n + 1, 2), waiting=max(0, n - 1))
+        runs.admitted(min(n + 1, 2))
     runs.start("calm", "c0", via=pair[1])  # under its share (1 of 2): in at once
     runs.settle("calm", admitted=1, waiting=0)
     runs.start("calm", "c1", via=pair[0])
@@ -142,10 +145,11 @@ def test_a_newcomer_is_admitted_before_a_floods_queued_runs_and_the_rest_interle
     # Each freed slot goes to the waiting user with fewer runs in, round-robin among equals:
     # (run finished, flood waiting after, calm waiting after).
     steps = [("f0", 3, 2), ("f1", 2, 2), ("c0", 2, 1), ("f2", 1, 1), ("c1", 1, 0), ("f3", 0, 0)]
-    for name, flood_waiting, calm_waiting in steps:
+    for n, (name, flood_waiting, calm_waiting) in enumerate(steps):
         runs.finish(name)
         runs.settle("flood", admitted=1, waiting=flood_waiting)
         runs.settle("calm", admitted=1, waiting=calm_waiting)
+        runs.admitted(3 + n)  # the run let in has noted its name before the next is let in
     assert runs.admitted(8) == ["f0", "f1", "c0", "f2", "c1", "f3", "c2", "f4"]
     assert runs.refused == []
 
@@ -155,9 +159,11 @@ def test_a_users_sleeping_runs_hold_only_its_share(pair: Pair, runs_of):
     for n in range(4):
         runs.start("sleeper", f"s{n}", via=pair[n % 2])
         runs.settle("sleeper", admitted=n + 1, waiting=0)
+        runs.admitted(n + 1)
     for n in range(3):
         runs.start("calm", f"c{n}", via=pair[n % 2])
         runs.settle("calm", admitted=min(n + 1, 2), waiting=max(0, n - 1))
+        runs.admitted(4 + min(n + 1, 2))
     # Its share of 4 between two users, past the capacity; the third waits.
     assert runs.admitted(6) == ["s0", "s1", "s2", "s3", "c0", "c1"]
     runs.finish("s0")

@@ -61,9 +61,9 @@ class DockerSessionSandbox(SessionChannel):
         container = backend.start_session(
             workspace=workdir, limits=limits, session=session, labels={SESSION_LABEL: session_id}
         )
-        pid = int(backend.inspect_state(container.id).get("Pid") or 0)
-        sandbox = cls(backend, container, pid, session_sandbox.max_reply_bytes(limits))
+        sandbox = cls(backend, container, 0, session_sandbox.max_reply_bytes(limits))
         try:
+            sandbox._pid = int(backend.inspect_state(container.id).get("Pid") or 0)
             ready = sandbox.receive(deadline=time.monotonic() + 30.0)
             if ready != {"ready": True}:
                 raise SessionDied(f"unexpected first reply {ready!r}")

@@ -8,10 +8,14 @@ is the same for both.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from executor import cgroups
-from executor.errors import BackendUnavailable
+from executor.errors import BackendUnavailable, ExecutorError
 from executor.limits import Limits
 from executor.session_sandbox import SessionChannel, SessionSandbox
 
@@ -55,11 +59,13 @@ class BwrapStarter:
 class DockerStarter:
     """Sessions in Docker containers (EXECUTOR_BACKEND=docker); see executor/session_docker.py.
 
-    Starting, it self-checks the engine and image (fail closed) and removes the containers of
-    dead processes; closing, it removes every container it started.
+    Starting, it self-checks the engine and image, removes the containers of dead processes,
+    and proves that a session container can use a workspace folder of this process (fail
+    closed); closing, it removes every container it started.
     """
 
     def __init__(self, config: SessionConfig) -> None:
+        # Imported here: the docker SDK is an optional dependency, needed only by this backend.
         from executor.backends.docker import DockerBackend
         from executor.policy.docker_args import UID
 
@@ -72,9 +78,42 @@ class DockerStarter:
         )
         try:
             self.backend.self_check()
-        except BackendUnavailable:
+            self._check_workspaces(config.root_dir, config.limits)
+        except BaseException:
             self.backend.close()
             raise
+
+    def _check_workspaces(self, root_dir: str, limits: Limits) -> None:
+        """The engine binds a workspace by its path on the engine's host, and the sandbox uid
+        must write there: a remote engine, a server in a container of its own, or a server not
+        running as root (it cannot give the folder to the uid) each break that."""
+        os.makedirs(root_dir, mode=0o711, exist_ok=True)
+        probe = tempfile.mkdtemp(prefix="docker-probe-", dir=os.path.realpath(root_dir))
+        try:
+            Path(probe, "from-host").write_text("host")
+            if os.geteuid() == 0:
+                os.chown(probe, self.uid or 0, self.uid or 0)
+            code = "open('from-sandbox', 'w').write(open('from-host').read())"
+            try:
+                sandbox = self.start(session_id="probe", workdir=probe, limits=limits,
+                                     lifetime_s=30.0)  # fmt: skip
+                try:
+                    sandbox.send({"language": "python", "code": code, "timeout_s": 10.0})
+                    sandbox.receive(deadline=time.monotonic() + 15.0)
+                finally:
+                    sandbox.kill()
+                seen = Path(probe, "from-sandbox").read_text()
+            except (ExecutorError, OSError) as exc:
+                seen = f"nothing ({exc})"
+            if seen != "host":
+                raise BackendUnavailable(
+                    "docker sessions need the Docker engine to bind this process's session "
+                    f"folders ({root_dir}) and the server to run as root on the engine's host; "
+                    f"a probe session read back {seen!r}. Run sessions with EXECUTOR_BACKEND="
+                    "bwrap, or the server on the engine's host as root."
+                )
+        finally:
+            shutil.rmtree(probe, ignore_errors=True)
 
     def start(self, *, session_id: str, workdir: str, limits: Limits,
               lifetime_s: float) -> SessionChannel:  # fmt: skip

@@ -24,9 +24,11 @@ import pytest
 from executor import quota
 from executor.backends import docker as docker_backend
 from executor.backends.docker import DockerBackend, owner_id
+from executor.errors import BackendUnavailable
 from executor.limits import Limits
 from executor.policy.docker_args import UID, container_create_kwargs
-from executor.session_docker import SESSION_LABEL
+from executor.session_docker import SESSION_LABEL, DockerSessionSandbox
+from executor.session_starters import DockerStarter
 from executor.sessions import SessionConfig, SessionManager
 
 pytestmark = pytest.mark.docker
@@ -205,3 +207,41 @@ def test_sabotage_a_reaper_that_trusts_every_owner_leaves_the_dead_ones(engine, 
         assert not gone(engine, container_id, 0.5)
     finally:
         engine.remove_container(container_id, force=True)
+
+
+@pytest.fixture
+def engine_sees_other_folders(monkeypatch, tmp_path) -> None:
+    """Stand-in for a remote engine, or a server in a container of its own: the engine binds
+    a folder of the same name from another filesystem (here: an empty folder of ours)."""
+    real = DockerSessionSandbox.start.__func__
+
+    def elsewhere(cls, backend, *, workdir, **options):
+        other = tmp_path / f"engine-{len(list(tmp_path.iterdir()))}"
+        other.mkdir()
+        os.chown(other, UID, UID)
+        return real(cls, backend, workdir=str(other), **options)
+
+    monkeypatch.setattr(DockerSessionSandbox, "start", classmethod(elsewhere))
+
+
+def test_a_manager_whose_engine_cannot_bind_its_folders_refuses_docker_sessions(
+    root_dir, engine_sees_other_folders
+):
+    config = SessionConfig(rootfs="", root_dir=root_dir, limits=LIMITS, backend="docker")
+    with pytest.raises(BackendUnavailable, match="bind this process's session folders"):
+        SessionManager(config)
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_probe_a_session_misses_its_own_files(
+    root_dir, engine_sees_other_folders, monkeypatch
+):
+    monkeypatch.setattr(DockerStarter, "_check_workspaces", lambda self, root, limits: None)
+    config = SessionConfig(rootfs="", root_dir=root_dir, limits=LIMITS, backend="docker")
+    manager = SessionManager(config)
+    try:
+        session = manager.create()
+        session.write_file("data.txt", b"uploaded")
+        assert "FileNotFoundError" in session.exec("open('data.txt').read()").stderr
+    finally:
+        manager.shutdown()

@@ -100,7 +100,11 @@ def reset_session_manager() -> None:
 def session_create(*, token: ApiToken) -> AgentSession:
     """Start a sandbox for the token's owner, within the per-user cap on live sessions."""
     owner = token.owner
-    manager = session_manager()
+    try:
+        manager = session_manager()
+    except executor.BackendUnavailable as exc:
+        logger.error("session sandboxes unavailable", extra={"error": str(exc)})
+        raise ApiError(503, "the sandbox is unavailable on this server", retry_after_s=5) from None
     live = AgentSession.objects.filter(owner=owner, closed_at__isnull=True)
     _close_stale(live, manager)
     cap = conf.get_int("AGENTS_MAX_SESSIONS_PER_USER")

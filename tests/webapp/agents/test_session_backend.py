@@ -8,11 +8,13 @@ from collections.abc import Iterator
 import docker
 import pytest
 
+from executor import sessions
+from executor.errors import BackendUnavailable
 from executor.session_docker import SESSION_LABEL
 from webapp.agents.session_services import reset_session_manager
 from webapp.executor_glue import reset_executor
 
-pytestmark = [pytest.mark.django_db, pytest.mark.docker]
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
@@ -36,6 +38,7 @@ def docker_backend(settings) -> Iterator[None]:
     reset_executor()
 
 
+@pytest.mark.docker
 def test_with_the_docker_backend_a_session_runs_in_its_own_container(owner, engine, docker_backend):
     session_id = owner.post("/api/v1/sessions", {}).json()["id"]
     label = {"label": f"{SESSION_LABEL}={session_id}"}
@@ -51,3 +54,16 @@ def test_with_the_docker_backend_a_session_runs_in_its_own_container(owner, engi
     with pytest.raises(docker.errors.NotFound):
         engine.wait(container["Id"], condition="removed", timeout=10)
         engine.inspect_container(container["Id"])
+
+
+def test_a_server_that_cannot_start_session_sandboxes_answers_503(owner, monkeypatch):
+    def refuse(config):
+        raise BackendUnavailable("no sandbox here")
+
+    monkeypatch.setattr(sessions, "starter_for", refuse)
+    reset_session_manager()
+
+    response = owner.post("/api/v1/sessions", {})
+
+    assert response.status_code == 503
+    assert response.json() == {"error": "the sandbox is unavailable on this server"}

@@ -23,7 +23,7 @@ from tests.factories import QueryFactory, RunChunkFactory, RunFactory, UserFacto
 from tests.webapp.shares.factories import ShareFactory
 from webapp.agents.tokens import token_create
 from webapp.asgi import application
-from webapp.queries.models import RunStatus
+from webapp.queries.models import RunImage, RunStatus
 from webapp.shares.services import share_revoke
 from webapp.workspaces.models import ChangeStatus, PendingChange
 
@@ -33,8 +33,12 @@ NOT_HERE = ("admin:", "social:", "api:")
 # Answer without a CSRF token on purpose: GET-only health probe.
 CSRF_EXEMPT = {"healthz"}
 # URLs whose object is public to anyone holding the link (a live share).
-PUBLIC_BY_LINK = {"shares:detail", "shares:fork"}
-PARAMS = {"query_id", "run_id", "token", "change_id", "token_id"}
+PUBLIC_BY_LINK = {"shares:detail", "shares:fork", "shares:image"}
+# Named in the URL but owned by nobody: a service a person connects (webapp/connections); its
+# views act only for the signed-in person and keep nothing.
+NOT_OWNED = {"provider_id"}
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(32)
+PARAMS = {"query_id", "run_id", "token", "change_id", "token_id", "position"} | NOT_OWNED
 
 
 def app_urls() -> dict[str, list[str]]:
@@ -54,7 +58,7 @@ def app_urls() -> dict[str, list[str]]:
 
 
 URLS = app_urls()
-OBJECT_URLS = sorted(name for name, params in URLS.items() if params)
+OBJECT_URLS = sorted(name for name, params in URLS.items() if set(params) - NOT_OWNED)
 PLAIN_URLS = sorted(name for name, params in URLS.items() if not params)
 
 
@@ -64,10 +68,11 @@ def world(owner) -> dict[str, Any]:
     query = QueryFactory(owner=owner)
     run = RunFactory(query=query, status=RunStatus.SUCCEEDED, exit_code=0)
     RunChunkFactory(run=run, text="owner's output\n")
+    RunImage.objects.create(run=run, position=1, name="figure-1.png", mime="image/png", data=PNG)
     change = PendingChange.objects.create(run=run, kind="fs", status=ChangeStatus.KEPT)
-    revoked = ShareFactory(query=query)
+    revoked = ShareFactory(query=query, include_output=True, output_run=run)
     share_revoke(share=revoked)
-    share = ShareFactory(query=query)
+    share = ShareFactory(query=query, include_output=True, output_run=run)
     api_token = token_create(owner=owner, name="owner's agent").token
     return {
         "query": query,
@@ -87,6 +92,8 @@ def url_for(name: str, world: dict[str, Any], *, revoked: bool = False) -> str:
         "change_id": world["change"].pk,
         "token": share.token,
         "token_id": world["api_token"].pk,
+        "position": 1,
+        "provider_id": "generic",
     }
     return reverse(name, kwargs={param: values[param] for param in URLS[name]})
 
@@ -156,7 +163,8 @@ class _Forms(HTMLParser):
 def test_every_post_form_on_every_page_carries_a_csrf_token(name: str, world, owner_client):
     response = owner_client.get(url_for(name, world))
     parser = _Forms()
-    parser.feed(response.content.decode() if response.status_code == 200 else "")
+    html = response.status_code == 200 and response["Content-Type"].startswith("text/html")
+    parser.feed(response.content.decode() if html else "")
     unsafe = [
         f for f in parser.forms if (f.get("method") or "").lower() == "post" and not f["csrf"]
     ]

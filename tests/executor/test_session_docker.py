@@ -28,6 +28,7 @@ from executor.errors import BackendUnavailable
 from executor.limits import Limits
 from executor.policy.docker_args import UID, container_create_kwargs
 from executor.session_docker import SESSION_LABEL, DockerSessionSandbox
+from executor.session_sandbox import SessionDied
 from executor.session_starters import DockerStarter
 from executor.sessions import SessionConfig, SessionManager
 
@@ -245,3 +246,37 @@ def test_sabotage_without_the_probe_a_session_misses_its_own_files(
         assert "FileNotFoundError" in session.exec("open('data.txt').read()").stderr
     finally:
         manager.shutdown()
+
+
+def started_with_lifetime(manager, tmp_path, lifetime_s: float) -> DockerSessionSandbox:
+    workdir = tmp_path / "workspace"
+    workdir.mkdir()
+    os.chown(workdir, UID, UID)
+    sandbox = DockerSessionSandbox.start(
+        manager._starter.backend, session_id="lifetime", workdir=str(workdir), limits=LIMITS,
+        lifetime_s=lifetime_s,
+    )  # fmt: skip
+    sandbox.send({"language": "python", "code": "import time; time.sleep(60)", "timeout_s": 9})
+    return sandbox
+
+
+def test_a_session_container_ends_at_its_lifetime_without_the_host(engine, manager, tmp_path):
+    sandbox = started_with_lifetime(manager, tmp_path, lifetime_s=1.0)
+    try:
+        # Nobody on the host kills it: the supervisor's own deadline ends the container.
+        with pytest.raises(SessionDied, match="exited"):
+            sandbox.receive(deadline=time.monotonic() + 30)
+        assert gone(engine, sandbox.container.id, timeout_s=10)
+    finally:
+        sandbox.kill()
+
+
+@pytest.mark.sabotage
+def test_sabotage_with_a_lifetime_past_the_wait_the_container_lives_on(manager, tmp_path):
+    sandbox = started_with_lifetime(manager, tmp_path, lifetime_s=3600.0)
+    try:
+        with pytest.raises(SessionDied, match="no reply before the deadline"):
+            sandbox.receive(deadline=time.monotonic() + 3)
+        assert sandbox.alive
+    finally:
+        sandbox.kill()

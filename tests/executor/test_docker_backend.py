@@ -112,7 +112,9 @@ def test_run_secrets_never_show_in_docker_inspect(backend, engine):
         if seen["out"].endswith("\n") and "attrs" not in seen:
             seen["attrs"] = json.dumps(engine.inspect_container(seen["out"].strip()))
 
-    code = WHOAMI + "; import os; assert os.environ['API_TOKEN'] == 'tok-5e1c9'"
+    # The program outlives the inspection (on a busy machine the callback may run late).
+    code = WHOAMI + "; import os, time; assert os.environ['API_TOKEN'] == 'tok-5e1c9'"
+    code += "; time.sleep(2)"
     result = backend.run(
         RunSpec(code=code, env={"API_TOKEN": "tok-5e1c9"}),
         limits=LIMITS,

@@ -15,7 +15,7 @@ from ninja import Router, Schema
 from executor import RunResult
 from webapp.agents import conf
 from webapp.agents.exec_services import exec_build_spec, exec_run, in_pool, result_json
-from webapp.agents.fairshare import get_admission, host_capacity
+from webapp.agents.fairshare import ShareExceeded, get_admission, host_capacity, refused_recently
 from webapp.agents.ratelimit import get_limiter
 from webapp.agents.schemas import ExecIn, parse_model
 
@@ -115,11 +115,16 @@ async def within_quota(key: object, user: object, work: Callable[[], T]) -> T:
     """Run `work` on an exec thread once quota_enter has let it in, then release.
 
     The wait happens on a thread of _waits, not of the exec pool, so a flood's waiting requests
-    never fill the exec threads that other users' admitted runs need.
+    never fill the exec threads that other users' admitted runs need. A user refused admission
+    is refused again at once until its Retry-After (fairshare.RefusedRecently).
     """
+    refused_recently.check(user)
     entering = asyncio.get_running_loop().run_in_executor(_waits, quota_enter, key, user)
     try:
         held = await asyncio.shield(entering)
+    except ShareExceeded as refused:
+        refused_recently.note(user, refused)
+        raise
     except asyncio.CancelledError:
         entering.add_done_callback(_release_if_taken)
         raise

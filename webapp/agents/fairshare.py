@@ -22,10 +22,12 @@ processes of one host share one admission.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import threading
+import time
 from collections import Counter, deque
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Protocol
@@ -38,6 +40,10 @@ from webapp.agents.ratelimit import QuotaExceeded
 # Runs per CPU core when AGENTS_MAX_RUNS_PER_HOST is 0: a stateless run spends most of its
 # time on a CPU (the interpreter's start), and throughput stops growing past this many.
 RUNS_PER_CORE = 4
+
+
+class ShareExceeded(QuotaExceeded):
+    """Refused by the host's admission: past the user's share, its queue or its wait."""
 
 
 class Admission(Protocol):
@@ -96,7 +102,7 @@ class FairAdmission:
     @contextmanager
     def admit(self, user: Hashable, *, capacity: int, wait_s: float, queue: int) -> Iterator[None]:
         """Hold one of this host's admissions for `user` for the duration of the block, or
-        raise QuotaExceeded (at once past `queue` waiters of this user, else after `wait_s`)."""
+        raise ShareExceeded (at once past `queue` waiters of this user, else after `wait_s`)."""
         with self._lock:
             self._admit_or_wait(user, capacity=capacity, wait_s=wait_s, queue=queue)
         try:
@@ -118,7 +124,7 @@ class FairAdmission:
             return
         queued = self._queues.get(user, ())
         if wait_s <= 0 or queue <= 0 or len(queued) >= queue:
-            raise QuotaExceeded(refusal(capacity, self._busy(user), queue=queue), 1)
+            raise ShareExceeded(refusal(capacity, self._busy(user), queue=queue), 1)
         waiter = _Waiter(user, next(self._clock))
         self._queues.setdefault(user, deque()).append(waiter)
         self._lock.notify_all()
@@ -130,7 +136,7 @@ class FairAdmission:
             del self._queues[user]
         self._dispatch(capacity)  # one busy user fewer may widen the others' share
         self._lock.notify_all()
-        raise QuotaExceeded(refusal(capacity, self._busy(user), waited_s=wait_s), 1)
+        raise ShareExceeded(refusal(capacity, self._busy(user), waited_s=wait_s), 1)
 
     def _busy(self, also: Hashable | None = None) -> int:
         users = set(self._held) | set(self._queues)
@@ -183,6 +189,51 @@ class FairAdmission:
 
 
 local_admission = FairAdmission()
+
+
+class RefusedRecently:
+    """Users this process refused admission to, until the Retry-After they were given.
+
+    Until then their requests are refused again at once, before any thread hop or Redis call:
+    a flood that ignores Retry-After then costs each request only its parsing and token lookup,
+    not a round of the limiters. Per process, so it needs no coordination; a user served by
+    another process meanwhile is refused there by the admission itself.
+    """
+
+    # Past this many users noted, the expired notes are dropped.
+    PRUNE_AT = 1024
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._until: dict[Hashable, tuple[float, str]] = {}
+
+    def check(self, user: Hashable) -> None:
+        """Raise ShareExceeded again if `user` was refused less than its Retry-After ago."""
+        with self._lock:
+            noted = self._until.get(user)
+            if noted is None:
+                return
+            left = noted[0] - self.clock()
+            if left <= 0:
+                del self._until[user]
+                return
+        raise ShareExceeded(noted[1], max(1, math.ceil(left)))
+
+    def note(self, user: Hashable, refused: ShareExceeded) -> None:
+        with self._lock:
+            now = self.clock()
+            if len(self._until) >= self.PRUNE_AT:
+                self._until = {u: n for u, n in self._until.items() if n[0] > now}
+            self._until[user] = (now + refused.retry_after_s, str(refused))
+
+    def reset(self) -> None:
+        """Forget every refusal (tests)."""
+        with self._lock:
+            self._until.clear()
+
+
+refused_recently = RefusedRecently()
 
 
 def get_admission() -> Admission:

@@ -36,8 +36,7 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
-from webapp.agents.fairshare import FairAdmission, local_admission, refusal
-from webapp.agents.ratelimit import QuotaExceeded
+from webapp.agents.fairshare import FairAdmission, ShareExceeded, local_admission, refusal
 from webapp.agents.ratelimit_redis import BACKOFF_S, default_slot_ttl_s
 from webapp.redis_client import redis_client
 
@@ -196,7 +195,7 @@ class RedisFairAdmission:
     def _admit(
         self, user: Hashable, slot_id: str, *, capacity: int, wait_s: float, queue: int
     ) -> bool:
-        """True once admitted, False when Redis is not to be used; else QuotaExceeded."""
+        """True once admitted, False when Redis is not to be used; else ShareExceeded."""
         if not self._redis_ok():
             return False
         may_wait = wait_s > 0 and queue > 0
@@ -206,7 +205,7 @@ class RedisFairAdmission:
             return True
         if reply[0] < 0:
             busy_users = int(reply[1])
-            raise QuotaExceeded(refusal(capacity, busy_users, queue=queue if may_wait else 0), 1)
+            raise ShareExceeded(refusal(capacity, busy_users, queue=queue if may_wait else 0), 1)
         member = reply[1].decode()
         grant_key = f"{self._prefix}grant:{slot_id}"
         client = redis_client(self._url)
@@ -220,7 +219,7 @@ class RedisFairAdmission:
         if reply[0] == 1:  # admitted as the wait ended: take it
             client.delete(grant_key)
             return True
-        raise QuotaExceeded(refusal(capacity, int(reply[1]), waited_s=wait_s), 1)
+        raise ShareExceeded(refusal(capacity, int(reply[1]), waited_s=wait_s), 1)
 
     def admitted(self, user: Hashable) -> int:
         """Runs of `user` admitted on this host, across processes (and here in an outage)."""

@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from webapp.agents.fairshare import refused_recently
 from webapp.agents.ratelimit import local_limiter
 from webapp.agents.session_services import reset_session_manager
 from webapp.agents.tokens import token_create
@@ -61,8 +62,10 @@ def stranger(transactional_db: None) -> Persona:
 @pytest.fixture(autouse=True)
 def _fresh_quota() -> Iterator[None]:
     local_limiter.reset()
+    refused_recently.reset()
     yield
     local_limiter.reset()
+    refused_recently.reset()
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from django.test import Client, override_settings
 
 from tests.servers import RedisServer
 from webapp.agents import exec_api
-from webapp.agents.fairshare import Admission, FairAdmission, get_admission
+from webapp.agents.fairshare import Admission, FairAdmission, get_admission, refused_recently
 from webapp.agents.fairshare_redis import RedisFairAdmission
 from webapp.agents.ratelimit import QuotaExceeded
 
@@ -286,3 +286,53 @@ def test_sabotage_with_every_user_one_tenant_the_flood_holds_the_other_out(
     assert calm.status_code == 429
     assert calm.json()["error"].endswith("and 3 of a user's runs waiting")
     assert still_queued == 3
+
+
+class Clock:
+    """A clock the test moves by hand, for the Retry-After of a refusal."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(refused_recently, "clock", fake)
+    return fake
+
+
+def refused_then_freed(owner, clock: Clock) -> Any:
+    """The owner's run refused (the host's one slot is its own, no waiting), then the slot
+    freed; returns the answer to the owner's next exec half a Retry-After later."""
+    with get_admission().admit(owner.user.pk, capacity=1, wait_s=0, queue=0):
+        refused = owner.post("/api/v1/exec", {"code": "print(1)"})
+    assert refused.status_code == 429
+    assert refused["Retry-After"] == "1"
+    clock.now += 0.5
+    return owner.post("/api/v1/exec", {"code": "print(2)"})
+
+
+@override_settings(AGENTS_MAX_RUNS_PER_HOST=1, AGENTS_MAX_WAITING_PER_USER=0)
+def test_a_user_refused_admission_is_refused_again_at_once_until_its_retry_after(owner, clock):
+    again = refused_then_freed(owner, clock)
+    assert again.status_code == 429
+    assert again.json() == {
+        "error": "at most 1 runs at once on this server, shared by 1 busy users"
+    }
+    clock.now += 0.6
+    assert owner.post("/api/v1/exec", {"code": "print(3)"}).content == b"3\n"
+
+
+@pytest.mark.sabotage
+@override_settings(AGENTS_MAX_RUNS_PER_HOST=1, AGENTS_MAX_WAITING_PER_USER=0)
+def test_sabotage_without_the_note_of_refusals_a_flood_reaches_the_limiters_again(
+    owner, clock, monkeypatch
+):
+    monkeypatch.setattr(refused_recently, "check", lambda user: None)
+    again = refused_then_freed(owner, clock)
+    # The breach: a request inside its Retry-After went through the limiters and ran.
+    assert again.content == b"2\n"

@@ -10,9 +10,10 @@ Plain Python, no Django. The web app configures it once (webapp/executor_glue.py
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from executor.backends.base import Backend, OutputCallback
 from executor.cancel import CancelToken
@@ -27,30 +28,126 @@ from executor.errors import (
 from executor.limits import Limits
 from executor.policy.mounts import Mount
 from executor.result import OutputChunk, RunResult
-from executor.spec import RunSpec
+from executor.spec import RunSpec, validate_relative_path
 from executor.stops import limit_line
 
+if TYPE_CHECKING:
+    from executor.images import OUTPUT_ENV, Image
+    from executor.kinds.db import PendingDb, PostgresTarget, SqliteTarget
+    from executor.kinds.db import Target as DbTarget
+    from executor.kinds.db import prepared as db_prepared
+    from executor.kinds.db_broker import StatementLog
+    from executor.kinds.egress import prepared as egress_prepared
+    from executor.kinds.egress import with_forward_output
+    from executor.kinds.errors import NothingPending, WorkspaceBusy
+    from executor.kinds.fs import FsWorkspace, Reservation
+    from executor.kinds.fs import prepared as fs_prepared
+    from executor.kinds.fs_tree import kept_mode
+    from executor.kinds.fs_walk import DIR_FLAGS, parent_of, remove_tree
+    from executor.kinds.sandbox import sandbox_host_uid
+    from executor.quota import unmount as quota_unmount
+    from executor.session_files import FileMissing
+    from executor.sessions import (
+        Session,
+        SessionBusy,
+        SessionConfig,
+        SessionManager,
+        SessionNotFound,
+    )
+
+# What the web app needs beyond the core, imported on first use (`executor.<name>`) so that
+# `import executor` stays cheap: name -> (module, name there).
+_LAZY: dict[str, tuple[str, str]] = {
+    "DIR_FLAGS": ("executor.kinds.fs_walk", "DIR_FLAGS"),
+    "DbTarget": ("executor.kinds.db", "Target"),
+    "FileMissing": ("executor.session_files", "FileMissing"),
+    "FsWorkspace": ("executor.kinds.fs", "FsWorkspace"),
+    "Image": ("executor.images", "Image"),
+    "NothingPending": ("executor.kinds.errors", "NothingPending"),
+    "OUTPUT_ENV": ("executor.images", "OUTPUT_ENV"),
+    "PendingDb": ("executor.kinds.db", "PendingDb"),
+    "PostgresTarget": ("executor.kinds.db", "PostgresTarget"),
+    "Reservation": ("executor.kinds.fs", "Reservation"),
+    "Session": ("executor.sessions", "Session"),
+    "SessionBusy": ("executor.sessions", "SessionBusy"),
+    "SessionConfig": ("executor.sessions", "SessionConfig"),
+    "SessionManager": ("executor.sessions", "SessionManager"),
+    "SessionNotFound": ("executor.sessions", "SessionNotFound"),
+    "SqliteTarget": ("executor.kinds.db", "SqliteTarget"),
+    "StatementLog": ("executor.kinds.db_broker", "StatementLog"),
+    "WorkspaceBusy": ("executor.kinds.errors", "WorkspaceBusy"),
+    "db_prepared": ("executor.kinds.db", "prepared"),
+    "egress_prepared": ("executor.kinds.egress", "prepared"),
+    "fs_prepared": ("executor.kinds.fs", "prepared"),
+    "kept_mode": ("executor.kinds.fs_tree", "kept_mode"),
+    "parent_of": ("executor.kinds.fs_walk", "parent_of"),
+    "quota_unmount": ("executor.quota", "unmount"),
+    "remove_tree": ("executor.kinds.fs_walk", "remove_tree"),
+    "sandbox_host_uid": ("executor.kinds.sandbox", "sandbox_host_uid"),
+    "with_forward_output": ("executor.kinds.egress", "with_forward_output"),
+}
+
 __all__ = [
+    "DIR_FLAGS",
+    "OUTPUT_ENV",
     "Backend",
     "BackendUnavailable",
     "CancelToken",
+    "DbTarget",
     "ExecutorError",
+    "FileMissing",
+    "FsWorkspace",
+    "Image",
     "InvalidLimits",
     "InvalidSpec",
     "Limits",
+    "Mount",
     "NoCapacity",
+    "NothingPending",
     "OutputCallback",
     "OutputChunk",
+    "PendingDb",
+    "PostgresTarget",
+    "Reservation",
     "RunResult",
     "RunSpec",
     "SandboxFailed",
+    "Session",
+    "SessionBusy",
+    "SessionConfig",
+    "SessionManager",
+    "SessionNotFound",
+    "SqliteTarget",
+    "StatementLog",
+    "WorkspaceBusy",
     "caps",
     "configure",
     "create_backend",
+    "db_prepared",
+    "egress_prepared",
+    "fs_prepared",
     "get_backend",
+    "kept_mode",
     "limit_line",
+    "parent_of",
+    "quota_unmount",
+    "remove_tree",
     "run",
+    "sandbox_host_uid",
+    "validate_relative_path",
+    "with_forward_output",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'executor' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
+
 
 _lock = threading.Lock()
 _backend: Backend | None = None

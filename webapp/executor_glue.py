@@ -16,8 +16,7 @@ import threading
 from django.conf import settings
 
 import executor
-from executor import Backend, BackendUnavailable, Limits
-from executor.sessions import SessionConfig
+from executor import Backend, BackendUnavailable, Limits, SessionConfig
 
 logger = logging.getLogger(__name__)
 

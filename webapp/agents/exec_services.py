@@ -11,8 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import executor
-from executor import InvalidSpec, OutputChunk, RunResult, RunSpec
-from executor.spec import validate_relative_path
+from executor import InvalidSpec, OutputChunk, RunResult, RunSpec, validate_relative_path
 from webapp.agents import conf
 from webapp.agents.schemas import ApiError, ExecIn, check_timeout
 

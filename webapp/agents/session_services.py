@@ -27,7 +27,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 import executor
-from executor.sessions import Session, SessionManager, SessionNotFound
+from executor import Session, SessionManager, SessionNotFound
 from webapp.agents import conf
 from webapp.agents.models import AgentSession, ApiToken
 from webapp.agents.schemas import ApiError

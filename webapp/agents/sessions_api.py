@@ -8,9 +8,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import Router, Schema
 
-from executor import InvalidSpec
-from executor.session_files import FileMissing
-from executor.sessions import Session, SessionBusy
+from executor import FileMissing, InvalidSpec, Session, SessionBusy
 from webapp.agents import conf
 from webapp.agents.exec_api import (
     ERRORS,

@@ -15,8 +15,7 @@ from django.db import DatabaseError, close_old_connections, connection, transact
 from django.utils import timezone
 
 import executor
-from executor import CancelToken, ExecutorError, Limits, RunResult, RunSpec, limit_line
-from executor.images import Image
+from executor import CancelToken, ExecutorError, Image, Limits, RunResult, RunSpec, limit_line
 from webapp.credentials.handoff import credentials_take
 from webapp.credentials.masking import mask_text
 from webapp.executor_glue import ensure_executor

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from django.http import Http404, HttpResponse
 from django.urls import reverse
 
-from executor.images import Image
+from executor import Image
 from webapp.queries.models import Run, RunImage
 from webapp.queries.payloads import ImagePayload
 

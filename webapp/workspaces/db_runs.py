@@ -20,11 +20,19 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
-from executor import Limits, RunResult, RunSpec
-from executor.errors import ExecutorError
-from executor.kinds import db as db_kind
-from executor.kinds.db_broker import StatementLog
-from executor.kinds.sandbox import sandbox_host_uid
+from executor import (
+    DbTarget,
+    ExecutorError,
+    Limits,
+    PendingDb,
+    PostgresTarget,
+    RunResult,
+    RunSpec,
+    SqliteTarget,
+    StatementLog,
+    db_prepared,
+    sandbox_host_uid,
+)
 from webapp.executor_glue import ensure_executor
 from webapp.queries.models import Run
 from webapp.workspaces import decisions
@@ -50,12 +58,12 @@ def db_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
     workspace = workspace_for_query(run.query)
     url_env = workspace.postgres_url_credential
     url = spec.env.get(url_env, "")
-    target: db_kind.Target
+    target: DbTarget
     if url:
-        target = db_kind.PostgresTarget(url=url)
+        target = PostgresTarget(url=url)
     else:
-        target = db_kind.SqliteTarget(workspace=workspace_fs(workspace), path=workspace.sqlite_path)
-    with db_kind.prepared(
+        target = SqliteTarget(workspace=workspace_fs(workspace), path=workspace.sqlite_path)
+    with db_prepared(
         spec,
         limits=limits,
         target=target,
@@ -119,7 +127,7 @@ def _listing_note(log: StatementLog) -> str:
     return f"{more} more statement(s) not listed." if more > 0 else ""
 
 
-def hold_transaction(change_id: int, pending: db_kind.PendingDb, timeout_s: float) -> None:
+def hold_transaction(change_id: int, pending: PendingDb, timeout_s: float) -> None:
     """Wait for Keep or Undo (or the deadline) and apply it to the held transaction."""
     wake = decisions.listen(change_id).wake
     close_old_connections()
@@ -155,7 +163,7 @@ def hold_transaction(change_id: int, pending: db_kind.PendingDb, timeout_s: floa
         connection.close()
 
 
-def _apply(pending: db_kind.PendingDb, choice: str) -> tuple[str, str]:
+def _apply(pending: PendingDb, choice: str) -> tuple[str, str]:
     try:
         if choice == "keep":
             pending.keep()

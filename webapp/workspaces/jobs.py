@@ -6,8 +6,7 @@ from collections.abc import Callable, Sequence
 
 from django.conf import settings
 
-from executor import Limits, RunResult, RunSpec
-from executor.policy.mounts import Mount
+from executor import Limits, Mount, RunResult, RunSpec
 
 
 class KindJob:

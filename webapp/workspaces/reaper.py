@@ -14,7 +14,7 @@ import logging
 
 from django.utils import timezone
 
-from executor.kinds.fs import Reservation
+from executor import Reservation
 from webapp.queries.models import RunStatus
 from webapp.workspaces.models import OPEN_STATUSES, ChangeStatus, PendingChange
 from webapp.workspaces.services import workspace_for_query, workspace_fs

@@ -16,10 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from executor import quota
-from executor.errors import ExecutorError
-from executor.kinds.fs import FsWorkspace
-from executor.kinds.fs_walk import remove_tree
+from executor import ExecutorError, FsWorkspace, quota_unmount, remove_tree
 from webapp.workspaces.models import Workspace, workspaces_root
 
 logger = logging.getLogger(__name__)
@@ -52,7 +49,7 @@ def workspace_files_remove(files: WorkspaceFiles) -> None:
     try:
         # The lock: no begin, keep or undo is half way through while the state goes.
         with FsWorkspace(files.folder / "files", files.state_dir).locked():
-            quota.unmount(files.state_dir / "pending")
+            quota_unmount(files.state_dir / "pending")
             if files.is_server_folder:
                 remove_tree(files.state_dir)
             else:

@@ -18,10 +18,15 @@ import dataclasses
 import logging
 from collections.abc import Iterator
 
-from executor import Limits, RunResult, RunSpec
-from executor.kinds import egress
-from executor.kinds import fs as fs_kind
-from executor.kinds.sandbox import sandbox_host_uid
+from executor import (
+    Limits,
+    RunResult,
+    RunSpec,
+    egress_prepared,
+    fs_prepared,
+    sandbox_host_uid,
+    with_forward_output,
+)
 from webapp.executor_glue import ensure_executor
 from webapp.queries.models import Run, RunDirection, RunStatus
 from webapp.queries.selectors import run_output_text
@@ -60,8 +65,8 @@ def forward_output(run: Run) -> str:
 def _rest_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
     spec = dataclasses.replace(spec, allowed_hosts=tuple(run.query.hosts))
     if run.direction == RunDirection.REVERSE:
-        spec = egress.with_forward_output(spec, forward_output(run))
-    with egress.prepared(
+        spec = with_forward_output(spec, forward_output(run))
+    with egress_prepared(
         spec, limits=limits, control_base=control_base(), allow_private=allow_private()
     ) as job:
 
@@ -81,7 +86,7 @@ def _fs_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
     workspace = workspace_for_query(run.query)
     uid = sandbox_host_uid(ensure_executor())
     # WorkspaceBusy here fails the run with its message ("in use by run N").
-    with fs_kind.prepared(
+    with fs_prepared(
         spec,
         limits=limits,
         workspace=workspace_fs(workspace),

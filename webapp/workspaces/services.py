@@ -14,10 +14,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.utils import timezone
 
-from executor.errors import InvalidSpec
-from executor.kinds.errors import NothingPending, WorkspaceBusy
-from executor.kinds.fs import FsWorkspace
-from executor.kinds.sandbox import sandbox_host_uid
+from executor import FsWorkspace, InvalidSpec, NothingPending, WorkspaceBusy, sandbox_host_uid
 from webapp import llm
 from webapp.executor_glue import ensure_executor
 from webapp.queries.models import Query, Run

@@ -1,7 +1,7 @@
 """Uploads into a workspace, all or nothing.
 
 1. plan: every entry of every upload is checked before anything is written: names
-   (executor.spec.validate_relative_path), no links or special files, no name twice, no path
+   (executor.validate_relative_path), no links or special files, no name twice, no path
    that is both a file and a folder, the entry count and the unpacked size;
 2. check the plan against the workspace as it is (no-follow): a file where a folder is
    needed, a folder where a file goes, or a link on the way refuses the whole upload;
@@ -33,10 +33,14 @@ from typing import IO
 
 from django.core.files.uploadedfile import UploadedFile
 
-from executor.errors import InvalidSpec
-from executor.kinds.fs_tree import kept_mode
-from executor.kinds.fs_walk import DIR_FLAGS, parent_of, remove_tree
-from executor.spec import validate_relative_path
+from executor import (
+    DIR_FLAGS,
+    InvalidSpec,
+    kept_mode,
+    parent_of,
+    remove_tree,
+    validate_relative_path,
+)
 
 MAX_UPLOAD_BYTES = 64 * 1024 * 1024  # one upload, and everything one request unpacks
 MAX_UPLOAD_ENTRIES = 10_000  # files and folders one request adds

@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
-from executor.errors import ExecutorError
+from executor import ExecutorError
 from webapp import llm
 from webapp.queries import services as query_services
 from webapp.queries.models import Query, Run, RunDirection, RunStatus

@@ -14,12 +14,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from executor.kinds import db as db_kind
 from executor.kinds import db_postgres
 from tests.factories import QueryFactory
 from tests.servers import PASSWORD, PostgresDatabase, PostgresServer
 from webapp.queries import runner, services
 from webapp.queries.models import Run, RunStatus
+from webapp.workspaces import db_runs as workspace_db_runs
 from webapp.workspaces import services as ws
 from webapp.workspaces.models import ChangeStatus, PendingChange
 
@@ -156,8 +156,10 @@ def test_deny_the_program_never_holds_the_database_credential(url):
 @pytest.mark.postgres
 @pytest.mark.sabotage
 def test_sabotage_a_credential_left_in_the_environment_is_found(url, monkeypatch):
-    prepared = db_kind.prepared
-    monkeypatch.setattr(db_kind, "prepared", lambda *a, **k: prepared(*a, **{**k, "hide_env": ()}))
+    prepared = workspace_db_runs.db_prepared
+    monkeypatch.setattr(
+        workspace_db_runs, "db_prepared", lambda *a, **k: prepared(*a, **{**k, "hide_env": ()})
+    )
     assert credential_breaches(url) != []
 
 

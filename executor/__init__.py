@@ -46,8 +46,8 @@ if TYPE_CHECKING:
     from executor.kinds.fs_walk import DIR_FLAGS, parent_of, remove_tree
     from executor.kinds.sandbox import sandbox_host_uid
     from executor.quota import unmount as quota_unmount
-    from executor.session_files import FileMissing
-    from executor.sessions import (
+    from executor.sessions.files import FileMissing
+    from executor.sessions.manager import (
         Session,
         SessionBusy,
         SessionConfig,
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 _LAZY: dict[str, tuple[str, str]] = {
     "DIR_FLAGS": ("executor.kinds.fs_walk", "DIR_FLAGS"),
     "DbTarget": ("executor.kinds.db", "Target"),
-    "FileMissing": ("executor.session_files", "FileMissing"),
+    "FileMissing": ("executor.sessions.files", "FileMissing"),
     "FsWorkspace": ("executor.kinds.fs", "FsWorkspace"),
     "Image": ("executor.images", "Image"),
     "NothingPending": ("executor.kinds.errors", "NothingPending"),
@@ -68,11 +68,11 @@ _LAZY: dict[str, tuple[str, str]] = {
     "PendingDb": ("executor.kinds.db", "PendingDb"),
     "PostgresTarget": ("executor.kinds.db", "PostgresTarget"),
     "Reservation": ("executor.kinds.fs", "Reservation"),
-    "Session": ("executor.sessions", "Session"),
-    "SessionBusy": ("executor.sessions", "SessionBusy"),
-    "SessionConfig": ("executor.sessions", "SessionConfig"),
-    "SessionManager": ("executor.sessions", "SessionManager"),
-    "SessionNotFound": ("executor.sessions", "SessionNotFound"),
+    "Session": ("executor.sessions.manager", "Session"),
+    "SessionBusy": ("executor.sessions.manager", "SessionBusy"),
+    "SessionConfig": ("executor.sessions.manager", "SessionConfig"),
+    "SessionManager": ("executor.sessions.manager", "SessionManager"),
+    "SessionNotFound": ("executor.sessions.manager", "SessionNotFound"),
     "SqliteTarget": ("executor.kinds.db", "SqliteTarget"),
     "StatementLog": ("executor.kinds.db_broker", "StatementLog"),
     "WorkspaceBusy": ("executor.kinds.errors", "WorkspaceBusy"),
@@ -158,11 +158,11 @@ def create_backend(name: str, **options: Any) -> Backend:
     """Build a backend by name ("bwrap" or "docker") and self-check it (fail closed)."""
     backend: Backend
     if name == "bwrap":
-        from executor.backends.bwrap import BwrapBackend
+        from executor.backends.bwrap.backend import BwrapBackend
 
         backend = BwrapBackend(**options)
     elif name == "docker":
-        from executor.backends.docker import DockerBackend
+        from executor.backends.docker.backend import DockerBackend
 
         backend = DockerBackend(**options)
     else:

@@ -118,7 +118,7 @@ def bwrap_argv(
     `mounts` (checked by executor/policy/mounts.py) are bound over the scratch tmpfs, before
     everything is remounted read-only.
 
-    What a long-lived session changes (executor/session_sandbox.py):
+    What a long-lived session changes (executor/sessions/sandbox.py):
     `workdir_bind`: a host folder (canonical, existing) bound read-write as /workspace instead
         of the private tmpfs, so the host can put and fetch files.
     `command`: the in-sandbox program (absolute path first) instead of the one-shot driver.

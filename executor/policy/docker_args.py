@@ -115,7 +115,8 @@ def container_create_kwargs(
             # The supervisor sets the program's exact limit; this is the outer bound.
             {"name": "nofile", "soft": nofile, "hard": nofile},
         ],
-        # The supervisor is the init (see docker_driver.py), so Docker's own init stays off.
+        # The supervisor is the init (see executor/backends/docker/driver.py), so Docker's own init
+        # stays off.
         "init": False,
         # Output travels over the attached socket; nothing is written to disk by the engine.
         "log_config": {"type": "none", "config": {}},

@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))  # run as a plain script from anywhere
 
 import psycopg  # noqa: E402
 
-from executor.backends.bwrap import BwrapBackend  # noqa: E402
+from executor.backends.bwrap.backend import BwrapBackend  # noqa: E402
 from executor.kinds import db  # noqa: E402
 from executor.kinds.fs import FsWorkspace  # noqa: E402
 from executor.limits import Limits  # noqa: E402

@@ -23,8 +23,8 @@ from hostile_kit import TEST_LIMITS, SandboxRunner
 from unsandboxed import UnsandboxedBackend
 
 import executor
-from executor import cgroups as executor_cgroups
 from executor.backends.base import Backend
+from executor.backends.bwrap import cgroups as executor_cgroups
 from executor.errors import BackendUnavailable
 from tests.prerequisites import MISSING, SANDBOX_IMAGE
 

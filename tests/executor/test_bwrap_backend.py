@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from executor import CancelToken, Limits, RunSpec, create_backend
-from executor.backends.bwrap import BwrapBackend
-from executor.bwrap_pool import Reaper
+from executor.backends.bwrap.backend import BwrapBackend
+from executor.backends.bwrap.pool import Reaper
 from executor.errors import BackendUnavailable, InvalidSpec
 from executor.policy.mounts import CONTROL_DIR, Mount
 
@@ -311,7 +311,7 @@ def test_self_check_refuses_when_the_launcher_is_not_built(monkeypatch, tmp_path
     if present:
         launcher.write_text("")
         launcher.chmod(0o644)
-    monkeypatch.setattr("executor.backends.bwrap.LAUNCHER", str(launcher))
+    monkeypatch.setattr("executor.backends.bwrap.backend.LAUNCHER", str(launcher))
     with pytest.raises(BackendUnavailable, match="make launcher"):
         BwrapBackend(ROOTFS, host_uid=HOST_UID).self_check()
 

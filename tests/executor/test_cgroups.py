@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from executor.cgroups import SandboxCgroup
+from executor.backends.bwrap.cgroups import SandboxCgroup
 from executor.limits import Limits
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from executor.backends.docker import DockerBackend
+from executor.backends.docker.backend import DockerBackend
 from executor.cancel import CancelToken
 from executor.errors import BackendUnavailable
 from executor.limits import Limits
@@ -233,7 +233,7 @@ def test_our_seccomp_filter_is_stacked_on_dockers_default_profile(backend):
 
 ORPHAN_SCRIPT = """
 import json, sys
-from executor.backends.docker import DockerBackend
+from executor.backends.docker.backend import DockerBackend
 from executor.limits import Limits
 from executor.spec import RunSpec
 limits = Limits(wall_time_s=2, cpu_time_s=2, memory_mib=128, max_pids=32)

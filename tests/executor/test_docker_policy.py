@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from executor.backends.docker_wire import DockerDemux, DriverFrames, encode_message
+from executor.backends.docker.wire import DockerDemux, DriverFrames, encode_message
 from executor.errors import InvalidLimits, InvalidSpec, SandboxFailed
 from executor.limits import Limits
 from executor.policy.docker_args import container_create_kwargs, pool_key

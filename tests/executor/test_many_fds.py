@@ -1,5 +1,6 @@
 """A host process holding descriptors numbered past 1024 (select()'s FD_SETSIZE) still starts
-warm sandboxes and session cells: every wait goes through poll (executor/fdwait.py)."""
+warm sandboxes and session cells: every wait goes through poll
+(executor/backends/bwrap/fdwait.py)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from executor import fdwait
-from executor.backends.bwrap import BwrapBackend
-from executor.bwrap_pool import Sandbox
+from executor.backends.bwrap import fdwait
+from executor.backends.bwrap.backend import BwrapBackend
+from executor.backends.bwrap.pool import Sandbox
 from executor.errors import SandboxFailed
 from executor.limits import Limits
-from executor.sessions import SessionConfig, SessionManager
+from executor.sessions.manager import SessionConfig, SessionManager
 from executor.spec import RunSpec
 
 ROOTFS = Path(__file__).resolve().parents[2] / "var" / "sandbox-rootfs"

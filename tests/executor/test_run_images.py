@@ -17,7 +17,7 @@ import pytest
 import executor
 from executor.backends.base import Backend
 from executor.limits import Limits
-from executor.sessions import SessionConfig, SessionManager
+from executor.sessions.manager import SessionConfig, SessionManager
 from executor.spec import RunSpec
 
 LIMITS = Limits(wall_time_s=30, memory_mib=512)

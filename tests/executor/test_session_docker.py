@@ -22,15 +22,15 @@ import docker
 import pytest
 
 from executor import quota
-from executor.backends import docker as docker_backend
-from executor.backends.docker import DockerBackend, owner_id
+from executor.backends.docker import backend as docker_backend
+from executor.backends.docker.backend import DockerBackend, owner_id
 from executor.errors import BackendUnavailable
 from executor.limits import Limits
 from executor.policy.docker_args import UID, container_create_kwargs
-from executor.session_docker import SESSION_LABEL, DockerSessionSandbox
-from executor.session_sandbox import SessionDied
-from executor.session_starters import DockerStarter
-from executor.sessions import SessionConfig, SessionManager
+from executor.sessions.docker import SESSION_LABEL, DockerSessionSandbox
+from executor.sessions.manager import SessionConfig, SessionManager
+from executor.sessions.sandbox import SessionDied
+from executor.sessions.starters import DockerStarter
 
 pytestmark = pytest.mark.docker
 
@@ -112,10 +112,10 @@ def test_a_memory_bomb_ends_the_session_and_names_the_memory_limit(manager):
 SERVER = """
 import json, sys, threading
 from executor import quota
-from executor.backends import docker as docker_backend
-from executor.backends.docker import DockerBackend
+from executor.backends.docker import backend as docker_backend
+from executor.backends.docker.backend import DockerBackend
 from executor.limits import Limits
-from executor.sessions import SessionConfig, SessionManager
+from executor.sessions.manager import SessionConfig, SessionManager
 if sys.argv[2] == "sabotage":
     # The protection switched off: containers no longer end when our socket closes.
     real = docker_backend.container_create_kwargs

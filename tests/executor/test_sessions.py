@@ -1,4 +1,4 @@
-"""executor.sessions against real sandboxes, bwrap and Docker alike: REPL semantics, files,
+"""executor.sessions.manager against real sandboxes, bwrap and Docker alike: REPL semantics, files,
 reaping, limits. The Docker half needs the engine and builds the sandbox image (tests/conftest.py).
 """
 
@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from executor import quota, session_sandbox
+from executor import quota
 from executor.errors import ExecutorError, InvalidSpec
 from executor.limits import Limits
-from executor.session_files import FileMissing, WorkspaceFull
-from executor.sessions import (
+from executor.sessions import sandbox as session_sandbox
+from executor.sessions.files import FileMissing, WorkspaceFull
+from executor.sessions.manager import (
     SessionBusy,
     SessionConfig,
     SessionManager,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.backends.bwrap import BwrapBackend
+from executor.backends.bwrap.backend import BwrapBackend
 from executor.limits import Limits
 from tests.quota_mounts import unmount_under
 

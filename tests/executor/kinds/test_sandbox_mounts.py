@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.backends.docker import DockerBackend
+from executor.backends.docker.backend import DockerBackend
 from executor.errors import BackendUnavailable
 from executor.kinds.job import Job
 from executor.policy.mounts import CONTROL_DIR, Mount

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from executor import sessions
 from executor.errors import BackendUnavailable
-from executor.session_docker import SESSION_LABEL
+from executor.sessions import manager as sessions
+from executor.sessions.docker import SESSION_LABEL
 from webapp.agents.session_services import reset_session_manager
 from webapp.executor_glue import reset_executor
 

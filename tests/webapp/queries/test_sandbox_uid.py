@@ -12,7 +12,7 @@ from django.test import override_settings
 
 import executor
 from executor import BackendUnavailable, CancelToken, RunResult, RunSpec
-from executor.sessions import SessionManager
+from executor.sessions.manager import SessionManager
 from tests.webapp.queries.waiting import wait_until
 from webapp.executor_glue import ensure_executor, reset_executor, session_config
 

@@ -3,7 +3,7 @@
 A run takes a started container from the warm pool (or starts one), sends the run message on
 the attached stdin, streams the framed output back, and removes the container. The policy (what
 makes a container a sandbox) is executor/policy/docker_args.py; the in-container supervisor is
-docker_driver.py; the bytes between them are docker_wire.py.
+driver.py; the bytes between them are wire.py.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import Any
 import docker
 
 from executor.backends.base import OutputCallback
-from executor.backends.docker_session import DockerSession
-from executor.backends.docker_wire import MAX_CODE_BYTES, READY, encode_message
+from executor.backends.docker.pool import Remover, SandboxContainer, WarmPool
+from executor.backends.docker.session import DockerSession
+from executor.backends.docker.wire import MAX_CODE_BYTES, READY, encode_message
 from executor.cancel import CancelToken
-from executor.docker_pool import Remover, SandboxContainer, WarmPool
 from executor.errors import BackendUnavailable, InvalidSpec, SandboxFailed
 from executor.limits import Limits
 from executor.policy.docker_args import SANDBOX_LABEL, container_create_kwargs, pool_key
@@ -36,7 +36,7 @@ from executor.spec import RunSpec
 
 logger = logging.getLogger(__name__)
 
-DRIVER_SOURCE = (Path(__file__).parent / "docker_driver.py").read_text()
+DRIVER_SOURCE = (Path(__file__).parent / "driver.py").read_text()
 OWNER_LABEL = "undoable.owner"  # the process that started it (owner_id(); for reaping)
 INSTANCE_LABEL = "undoable.backend"
 START_TIMEOUT_S = 20.0
@@ -221,7 +221,7 @@ class DockerBackend:
     def start_session(
         self, *, workspace: str, limits: Limits, session: dict[str, Any], labels: dict[str, str]
     ) -> SandboxContainer:
-        """Start a session's container: the supervisor in session mode (docker_driver.py) with
+        """Start a session's container: the supervisor in session mode (driver.py) with
         `workspace` bound at /workspace. `session`: the driver source, its config, env and
         lifetime. The caller owns the container: `remove()` it when the session ends."""
         return self._start(

@@ -4,7 +4,7 @@ Built on the shared policy (executor/policy/bwrap_args.py): the same namespaces,
 filter, read-only root, cgroups and rlimits as a single-use run, with two local changes that a
 session needs (parameters of the policy's bwrap_argv): /workspace is a host directory bound
 read-write (so files can be put and fetched from the host side) instead of a private tmpfs, and
-the program is the REPL driver (executor/session_driver.py). The launcher's hard kill (see
+the program is the REPL driver (executor/sessions/driver.py). The launcher's hard kill (see
 launch_argv) bounds the session's whole life even if this process dies.
 """
 
@@ -21,8 +21,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from executor import fdwait
-from executor.cgroups import SandboxCgroup
+from executor.backends.bwrap import fdwait
+from executor.backends.bwrap.cgroups import SandboxCgroup
 from executor.errors import SandboxFailed
 from executor.limits import Limits
 from executor.policy.bwrap_args import SandboxFds, bwrap_argv, launch_argv, program_rlimits
@@ -65,7 +65,7 @@ def max_reply_bytes(limits: Limits) -> int:
 
 @cache
 def driver_source() -> str:
-    return Path(__file__).with_name("session_driver.py").read_text()
+    return Path(__file__).with_name("driver.py").read_text()
 
 
 def session_argv(

@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from executor import cgroups
+from executor.backends.bwrap import cgroups
 from executor.errors import BackendUnavailable, ExecutorError
 from executor.limits import Limits
-from executor.session_sandbox import SessionChannel, SessionSandbox
+from executor.sessions.sandbox import SessionChannel, SessionSandbox
 
 if TYPE_CHECKING:
-    from executor.sessions import SessionConfig
+    from executor.sessions.manager import SessionConfig
 
 
 class SessionStarter(Protocol):
@@ -57,7 +57,7 @@ class BwrapStarter:
 
 
 class DockerStarter:
-    """Sessions in Docker containers (EXECUTOR_BACKEND=docker); see executor/session_docker.py.
+    """Sessions in Docker containers (EXECUTOR_BACKEND=docker); see executor/sessions/docker.py.
 
     Starting, it self-checks the engine and image, removes the containers of dead processes,
     and proves that a session container can use a workspace folder of this process (fail
@@ -66,7 +66,7 @@ class DockerStarter:
 
     def __init__(self, config: SessionConfig) -> None:
         # Imported here: the docker SDK is an optional dependency, needed only by this backend.
-        from executor.backends.docker import DockerBackend
+        from executor.backends.docker.backend import DockerBackend
         from executor.policy.docker_args import UID
 
         self.uid: int | None = UID
@@ -117,7 +117,7 @@ class DockerStarter:
 
     def start(self, *, session_id: str, workdir: str, limits: Limits,
               lifetime_s: float) -> SessionChannel:  # fmt: skip
-        from executor.session_docker import DockerSessionSandbox
+        from executor.sessions.docker import DockerSessionSandbox
 
         return DockerSessionSandbox.start(
             self.backend,

@@ -1,7 +1,7 @@
 """A session's sandbox in a Docker container (EXECUTOR_BACKEND=docker).
 
-The same REPL driver as under bwrap (executor/session_driver.py, same framing, same reply cap),
-run by the Docker supervisor in session mode (executor/backends/docker_driver.py), in a
+The same REPL driver as under bwrap (executor/sessions/driver.py, same framing, same reply cap),
+run by the Docker supervisor in session mode (executor/backends/docker/driver.py), in a
 container built by the one Docker policy (executor/policy/docker_args.py): no network, read-only
 root, every capability dropped, memory and pids caps, the unprivileged uid, our seccomp filter
 on Docker's. The workspace is the host folder the manager prepared (quota tmpfs, host-side file
@@ -18,17 +18,18 @@ import socket
 import time
 from typing import Any
 
-from executor import session_sandbox
-from executor.backends.docker import DockerBackend
-from executor.backends.docker_wire import DOCKER_STDOUT, DockerDemux
-from executor.docker_pool import SandboxContainer
+from executor.backends.docker.backend import DockerBackend
+from executor.backends.docker.pool import SandboxContainer
+from executor.backends.docker.wire import DOCKER_STDOUT, DockerDemux
 from executor.errors import SandboxFailed
 from executor.limits import Limits
 from executor.policy.docker_args import session_rlimits
-from executor.session_sandbox import SESSION_ENV, SessionChannel, SessionDied
+from executor.sessions import sandbox as session_sandbox
+from executor.sessions.sandbox import SESSION_ENV, SessionChannel, SessionDied
 
 SESSION_LABEL = "undoable.session"
-# Marks the supervisor's stop facts among its stderr lines (see docker_driver.serve_session).
+# Marks the supervisor's stop facts among its stderr lines (serve_session in
+# executor/backends/docker/driver.py).
 FACTS_MARK = b"undoable-session-facts "
 # What is kept of the supervisor's stderr: a start failure's message and its stop facts.
 MAX_DIAGNOSTICS = 16 * 1024

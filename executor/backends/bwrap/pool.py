@@ -20,8 +20,8 @@ import threading
 import time
 from collections.abc import Sequence
 
-from executor import fdwait
-from executor.cgroups import SandboxCgroup
+from executor.backends.bwrap import fdwait
+from executor.backends.bwrap.cgroups import SandboxCgroup
 from executor.errors import SandboxFailed
 from executor.limits import Limits
 from executor.policy.bwrap_args import SandboxFds, bwrap_argv, driver_payload, launch_argv

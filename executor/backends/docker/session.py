@@ -1,6 +1,6 @@
 """One Docker run: send the message, stream the framed output back, build the RunResult.
 
-The supervisor (docker_driver.py) enforces the limits and reports the program's wait status;
+The supervisor (driver.py) enforces the limits and reports the program's wait status;
 this side adds a wall-time backstop, cancellation, and an output cap of its own.
 """
 
@@ -12,9 +12,9 @@ import time
 from typing import Any, Protocol, cast
 
 from executor.backends.base import OutputCallback
-from executor.backends.docker_wire import DOCKER_STDOUT, DockerDemux, DriverFrames
+from executor.backends.docker.pool import SandboxContainer
+from executor.backends.docker.wire import DOCKER_STDOUT, DockerDemux, DriverFrames
 from executor.cancel import CancelToken
-from executor.docker_pool import SandboxContainer
 from executor.errors import SandboxFailed
 from executor.limits import Limits
 from executor.result import RunResult

@@ -15,7 +15,7 @@ itself non-dumpable so the same-uid program cannot ptrace it or read its /proc e
 It enforces the wall limit itself, so the limit holds even if the host process dies.
 
 Session mode (a third argument, JSON): the program's process is the session's REPL driver
-(executor/session_driver.py, given as source) on fds 3 and 4 instead; after the ready frame this
+(executor/sessions/driver.py, given as source) on fds 3 and 4 instead; after the ready frame this
 supervisor relays the host's stdin to fd 3 and fd 4 to its stdout, byte for byte (the driver's
 own framing), and ends the container when the host's socket closes (also mid-cell: a SIGKILLed
 server leaves nothing behind), when the driver ends, or at the session's lifetime. Its last

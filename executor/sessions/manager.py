@@ -11,7 +11,7 @@ Sessions idle longer than `idle_timeout_s`, or older than `max_lifetime_s`, are 
 background thread: the sandbox is SIGKILLed and its workspace removed. The hard lifetime also
 holds if this process dies (the launcher's hard kill and --die-with-parent under bwrap; under
 Docker the supervisor's deadline, and the container ends as soon as this process's socket
-closes). `SessionConfig.backend` says where sandboxes run (executor/session_starters.py).
+closes). `SessionConfig.backend` says where sandboxes run (executor/sessions/starters.py).
 
 Each workspace is a host folder bound into the sandbox. Where this process may mount (root), it
 is a tmpfs capped at `workdir_quota_mib` and `workdir_max_inodes` (executor.quota), so the kernel
@@ -32,14 +32,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from executor import images, quota, session_files
-from executor.backends.bwrap import SANDBOX_UID
+from executor import images, quota
+from executor.backends.bwrap.backend import SANDBOX_UID
 from executor.errors import BackendUnavailable, ExecutorError, InvalidSpec, NoCapacity
 from executor.limits import Limits
 from executor.result import LimitName, RunResult
-from executor.session_files import FileEntry
-from executor.session_sandbox import ReplyTooLarge, SessionChannel, SessionDied
-from executor.session_starters import starter_for
+from executor.sessions import files as session_files
+from executor.sessions.files import FileEntry
+from executor.sessions.sandbox import ReplyTooLarge, SessionChannel, SessionDied
+from executor.sessions.starters import starter_for
 
 logger = logging.getLogger(__name__)
 

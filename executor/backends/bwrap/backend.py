@@ -1,7 +1,7 @@
 """The bubblewrap backend: every run in a fresh single-use sandbox (see executor/policy/).
 
 A run returns as soon as the program's exit status and output are in; its sandbox is then
-killed, reaped and its cgroups removed on a background thread (bwrap_pool.Reaper). `close()`
+killed, reaped and its cgroups removed on a background thread (pool.Reaper). `close()`
 and `wait_idle()` wait for those teardowns, so "nothing is left" holds once they return.
 """
 
@@ -15,10 +15,10 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from executor import cgroups
 from executor.backends.base import OutputCallback
-from executor.backends.bwrap_loop import Outcome, RunLoop
-from executor.bwrap_pool import Reaper, Sandbox, WarmPool
+from executor.backends.bwrap import cgroups
+from executor.backends.bwrap.loop import Outcome, RunLoop
+from executor.backends.bwrap.pool import Reaper, Sandbox, WarmPool
 from executor.cancel import CancelToken
 from executor.errors import BackendUnavailable, InvalidLimits, InvalidSpec, SandboxFailed
 from executor.limits import Limits

@@ -1,4 +1,4 @@
-"""The bytes between DockerBackend and the in-container supervisor (docker_driver.py).
+"""The bytes between DockerBackend and the in-container supervisor (driver.py).
 
 In: one message on the container's stdin, a 4-byte big-endian length and JSON.
 Out: Docker's attach stream multiplexes the supervisor's stdout and stderr (8-byte headers);

@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from executor.bwrap_pool import Sandbox
+from executor.backends.bwrap.pool import Sandbox
 from executor.cancel import CancelToken
 from executor.images import Candidate, ImageSet, accept
 from executor.policy.bwrap_args import IMAGE_CAPS

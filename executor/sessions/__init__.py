@@ -1,0 +1,1 @@
+"""Stateful sessions: a long-lived sandbox per session running a REPL driver (manager.py)."""

@@ -22,9 +22,9 @@ from webapp.executor_glue import ensure_executor
 from webapp.queries.images import run_images_store
 from webapp.queries.models import Run, RunStatus
 from webapp.queries.publish import publish_run_event
-from webapp.queries.run_backends import STOP_POLL_INTERVAL_S, runner_backend
 from webapp.queries.sink import OutputSink
 from webapp.queries.status import run_failure_log, status_event
+from webapp.queries.stops import STOP_POLL_INTERVAL_S, stop_clear, stop_requested
 from webapp.reliability import conf
 from webapp.reliability.workers import current_worker
 
@@ -97,7 +97,7 @@ def run_execute(*, run_id: int, cancel: CancelToken) -> None:
     finally:
         stop_watch.set()
         try:
-            runner_backend().clear(run_id)
+            stop_clear(run_id)
         except redis.RedisError as exc:  # the key expires on its own; the run is recorded
             logger.warning(
                 "could not clear the stop key", extra={"run_id": run_id, "error": repr(exc)}
@@ -132,7 +132,7 @@ def _watch(run_id: int, token: CancelToken, stop: threading.Event) -> None:
                         return
                     last_beat = now
             with _pass_guard(run_id, "stop check", failing):
-                if runner_backend().cancel_requested(run_id):
+                if stop_requested(run_id):
                     token.cancel()
                     return
     except Exception:

@@ -2,9 +2,8 @@
 
 `settings.RUNNER` names a backend class by dotted path; "threads" and "celery" are short names
 for the two that ship. The rest of the app calls `runner_backend()` and never asks which one is
-on. Both carry a Stop the same way, as a short-lived flag in Django's cache (local memory in the
-embedded mode, Redis in production), which the run's watcher polls; the threads backend also
-kills a sandbox it holds at once.
+on. Both carry a Stop the same way (webapp.queries.stops), which the run's watcher polls; the
+threads backend also kills a sandbox it holds at once.
 """
 
 from __future__ import annotations
@@ -13,21 +12,17 @@ import functools
 from typing import Protocol
 
 from django.conf import settings
-from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils.module_loading import import_string
 
 from webapp.queries.models import QueryKind
+from webapp.queries.stops import stop_clear, stop_requested, stop_send
 
 SHORT_NAMES = {
     "threads": "webapp.queries.run_backends.ThreadsRunner",
     "celery": "webapp.queries.run_backends.CeleryRunner",
 }
-# How often a running run's watcher looks for a Stop (webapp.queries.execution._watch).
-STOP_POLL_INTERVAL_S = 0.2
-_STOP_TTL_S = 3600
-_STOP_PREFIX = "run-stop:"
 
 
 class RunnerBackend(Protocol):
@@ -49,16 +44,16 @@ class RunnerBackend(Protocol):
 
 
 class _StopFlags:
-    """The Stop as a cache key: every backend's cancel_requested/clear."""
+    """The Stop as a cache flag (webapp.queries.stops): every backend's cancel_requested/clear."""
 
     def cancel(self, run_id: int) -> None:
-        cache.set(_STOP_PREFIX + str(run_id), 1, timeout=_STOP_TTL_S)
+        stop_send(run_id)
 
     def cancel_requested(self, run_id: int) -> bool:
-        return cache.get(_STOP_PREFIX + str(run_id)) is not None
+        return stop_requested(run_id)
 
     def clear(self, run_id: int) -> None:
-        cache.delete(_STOP_PREFIX + str(run_id))
+        stop_clear(run_id)
 
 
 class ThreadsRunner(_StopFlags):

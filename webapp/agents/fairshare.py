@@ -22,7 +22,6 @@ processes of one host share one admission.
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import threading
 import time
@@ -194,10 +193,11 @@ local_admission = FairAdmission()
 class RefusedRecently:
     """Users this process refused admission to, until the Retry-After they were given.
 
-    Until then their requests are refused again at once, before any thread hop or Redis call:
-    a flood that ignores Retry-After then costs each request only its parsing and token lookup,
-    not a round of the limiters. Per process, so it needs no coordination; a user served by
-    another process meanwhile is refused there by the admission itself.
+    A request of such a user inside that time is refused again without a round of the limiters
+    (no thread hop, no Redis call), and its answer waits until the Retry-After has passed: a
+    held request costs the event loop nearly nothing, and a flood that ignores Retry-After then
+    gets one answer per connection per Retry-After instead of as many as it can ask for. Per
+    process, so it needs no coordination; another process refuses through the admission itself.
     """
 
     # Past this many users noted, the expired notes are dropped.
@@ -208,17 +208,18 @@ class RefusedRecently:
         self._lock = threading.Lock()
         self._until: dict[Hashable, tuple[float, str]] = {}
 
-    def check(self, user: Hashable) -> None:
-        """Raise ShareExceeded again if `user` was refused less than its Retry-After ago."""
+    def again(self, user: Hashable) -> tuple[float, ShareExceeded] | None:
+        """If `user` was refused less than its Retry-After ago: the seconds left and the
+        refusal to answer with once they have passed; else None."""
         with self._lock:
             noted = self._until.get(user)
             if noted is None:
-                return
+                return None
             left = noted[0] - self.clock()
             if left <= 0:
                 del self._until[user]
-                return
-        raise ShareExceeded(noted[1], max(1, math.ceil(left)))
+                return None
+        return left, ShareExceeded(noted[1], 1)
 
     def note(self, user: Hashable, refused: ShareExceeded) -> None:
         with self._lock:

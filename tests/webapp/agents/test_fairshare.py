@@ -317,7 +317,9 @@ def refused_then_freed(owner, clock: Clock) -> Any:
 
 
 @override_settings(AGENTS_MAX_RUNS_PER_HOST=1, AGENTS_MAX_WAITING_PER_USER=0)
-def test_a_user_refused_admission_is_refused_again_at_once_until_its_retry_after(owner, clock):
+def test_a_user_refused_admission_is_refused_again_without_the_limiters_until_its_retry_after(
+    owner, clock
+):
     again = refused_then_freed(owner, clock)
     assert again.status_code == 429
     assert again.json() == {
@@ -332,7 +334,7 @@ def test_a_user_refused_admission_is_refused_again_at_once_until_its_retry_after
 def test_sabotage_without_the_note_of_refusals_a_flood_reaches_the_limiters_again(
     owner, clock, monkeypatch
 ):
-    monkeypatch.setattr(refused_recently, "check", lambda user: None)
+    monkeypatch.setattr(refused_recently, "again", lambda user: None)
     again = refused_then_freed(owner, clock)
     # The breach: a request inside its Retry-After went through the limiters and ran.
     assert again.content == b"2\n"

@@ -180,6 +180,7 @@
                 verifier: pair.verifier,
                 state: new URL(data.authorize_url).searchParams.get("state"),
                 finish: finish,
+                say: say,
               };
               if (popup) popup.location.href = data.authorize_url;
               else window.location.assign(data.authorize_url);
@@ -270,6 +271,21 @@
       var current = pending;
       pending = null;
       current.finish(answer, current.verifier);
+    });
+    // The provider's own error page (e.g. an unregistered redirect URI) never answers us, and
+    // the sign-in window's opener link is cut: when the person comes back without an answer, say
+    // what happened and what to do instead of waiting for ever.
+    window.addEventListener("focus", function () {
+      var waiting = pending;
+      if (!waiting) return;
+      window.setTimeout(function () {
+        if (pending !== waiting) return;
+        waiting.say(
+          "No answer from " + waiting.provider.name + ". If its window showed an error or was " +
+            "closed, nothing was stored: fix what it said, or press Connect again.",
+          true
+        );
+      }, 1500);
     });
     window.addEventListener("storage", function (event) {
       if (event.key === STORAGE_KEY) document.dispatchEvent(new CustomEvent("undoable:connections-changed"));

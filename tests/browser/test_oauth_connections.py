@@ -235,3 +235,25 @@ def test_a_provider_refusal_is_shown_and_nothing_is_stored(
         "Items answered: access_denied (the provider said access_denied). Nothing was stored."
     )
     assert page.evaluate("() => localStorage.length") == 0
+
+
+def test_an_unregistered_redirect_uri_says_what_to_do_when_the_person_comes_back(
+    chromium: Browser, server_url: str, provider: FakeOAuthProvider
+) -> None:
+    page = _page(chromium, server_url)
+    page.goto("/accounts/")
+    registered, provider.redirect_uris = provider.redirect_uris, []
+    try:
+        item = page.get_by_test_id("connection-generic")
+        with page.expect_popup() as popup:
+            item.get_by_role("button", name="Connect Items").click()
+        expect(popup.value.locator("body")).to_contain_text("redirect_uri not registered")
+        popup.value.close()
+        page.bring_to_front()
+        page.evaluate("() => window.dispatchEvent(new Event('focus'))")
+        expect(item.locator("[data-connection-message]")).to_contain_text(
+            "No answer from Items. If its window showed an error or was closed, nothing was stored"
+        )
+    finally:
+        provider.redirect_uris = registered
+    assert page.evaluate("() => localStorage.length") == 0

@@ -212,7 +212,7 @@
     reasonBox.setAttribute("data-failure", kind || "");
     reasonBox.querySelector("[data-run-reason-why]").textContent = kind ? status.reason : "";
     reasonBox.querySelector("[data-run-reason-next]").textContent = kind ? status.next_step : "";
-    goCredentials.hidden = kind !== "missing_credential";
+    goCredentials.hidden = kind !== "missing_credential" && kind !== "missing_scope";
   }
 
   // The images a finished run left in its output folder, as <img> only: an SVG's scripts never

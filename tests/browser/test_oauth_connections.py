@@ -189,8 +189,11 @@ def test_connect_read_only_then_write_then_revoke(
     query_path = page.url.removeprefix(server_url)
     _run_forward(page)
     expect(page.get_by_test_id("run-reason")).to_contain_text(
-        "Missing scope: Items (ITEMS_TOKEN) was not granted items.write"
+        "Missing scope: Items (ITEMS_TOKEN) was not granted items.write. Nothing was run."
     )
+    expect(page.get_by_test_id("run-reason")).to_contain_text("in the Connections panel")
+    expect(page.get_by_test_id("go-credentials")).to_be_visible()
+    expect(page.get_by_test_id("fix")).to_be_hidden()  # the model cannot fix a missing grant
 
     # Connected again with the write scope, the same query's write works.
     _connect(page, write=True)

@@ -6,7 +6,9 @@ from typing import Literal, TypedDict
 
 # Why a finished run did not succeed: the program's own failure is the only one "Fix with the
 # model" can help with.
-FailureKind = Literal["missing_credential", "limit", "program", "stopped", "system"]
+FailureKind = Literal[
+    "missing_credential", "missing_scope", "limit", "program", "stopped", "system"
+]
 
 
 class ChunkPayload(TypedDict):

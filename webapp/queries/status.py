@@ -18,6 +18,8 @@ logger = logging.getLogger(__name__)
 
 # How execution._missing_message starts: a run refused before anything ran.
 MISSING_CREDENTIAL = "Missing credential: "
+# How services.run_start words a scope the connected service's token was not granted.
+MISSING_SCOPE = "Missing scope: "
 
 _LIMIT_NEXT_STEP = {
     "wall_time": "Make the code finish sooner (or do less per run), then run it again.",
@@ -48,6 +50,13 @@ def run_failure(run: Run) -> Failure:
             "missing_credential",
             f"{MISSING_CREDENTIAL}{names}. Nothing was run.",
             "Add it in the credentials panel (it stays in this browser), then run again.",
+        )
+    if run.error.startswith(MISSING_SCOPE):
+        return Failure(
+            "missing_scope",
+            run.error.split(". ", 1)[0] + ". Nothing was run.",
+            "Connect the service again with that scope in the Connections panel (it stays in "
+            "this browser), then run again.",
         )
     limit = run.limit or ("output" if run.truncated else "")
     if limit or run.status == RunStatus.TIMED_OUT:

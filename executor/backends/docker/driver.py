@@ -6,7 +6,8 @@ a `python3 -u` (under the stacked seccomp filter, as the sandbox user's environm
 for its job on fd 3, so a run does not pay for an interpreter start. Then it waits for exactly
 one run message on stdin (4-byte big-endian length + JSON), writes the files, hands the job to
 the program's process, copies its stdout/stderr to our stdout as frames (1-byte kind, 4-byte
-length, payload) and ends with one status frame.
+length, payload), proposes the output folder's entries once every process of the run is dead
+(the host decides what of them is shown, executor/images.py) and ends with one status frame.
 
 Why PID 1 and not docker-init: the init of a PID namespace ignores signals from inside it that
 it has no handler for, and `kill(-1)` skips it, so a hostile program (`kill -9 -1`, `kill -9 1`)
@@ -35,9 +36,20 @@ import sys
 import time
 
 IDLE_EXIT_S = 3600  # a pooled container nobody claims goes away on its own
-BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace", "LANG": "C.UTF-8"}
 WORKDIR = "/workspace"
+OUTPUT = "/workspace/output"  # executor/images.py: the host decides what of it is shown
+# The bwrap policy's base environment (executor/policy/bwrap_args.py), for runs and sessions.
+BASE_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/workspace",
+    "LANG": "C.UTF-8",
+    # matplotlib draws off-screen, and its font cache goes where it may write (/ is read-only).
+    "MPLBACKEND": "Agg",
+    "MPLCONFIGDIR": "/tmp/matplotlib",
+    "UNDOABLE_OUTPUT_DIR": OUTPUT,
+}
 READ_SIZE = 65536
+IMAGE_CHUNK = 256 * 1024  # image bytes per frame: frames are capped at 1 MiB (wire.py)
 PR_SET_DUMPABLE = 4
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
@@ -64,21 +76,45 @@ main = types.ModuleType("__main__")
 main.__builtins__ = builtins
 sys.modules["__main__"] = main
 sys.argv = ["-c"]
+OUTPUT = "/workspace/output"
+
+def report(exc):
+    exc.__traceback__ = exc.__traceback__.tb_next
+    try:
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+    except BaseException:
+        sys.__excepthook__(type(exc), exc, exc.__traceback__)
+
+def save_figures():
+    # Figures left open are saved like Jupyter's inline backend shows them (before atexit,
+    # where pyplot destroys them); only a program that imported pyplot pays for it.
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    os.makedirs(OUTPUT, exist_ok=True)
+    for number in pyplot.get_fignums():
+        pyplot.figure(number).savefig(f"{OUTPUT}/figure-{number}.png")
+    pyplot.close("all")
+
+ending = None
 try:
     if job["interpreter_mode"]:
         for node in ast.parse(job["code"], "<string>").body:
             exec(compile(ast.Interactive([node]), "<string>", "single"), main.__dict__)
     else:
         exec(compile(job["code"], "<string>", "exec"), main.__dict__)
-except SystemExit:
-    raise
+except SystemExit as exc:
+    ending = exc
 except BaseException as exc:
-    exc.__traceback__ = exc.__traceback__.tb_next
-    try:
-        sys.excepthook(type(exc), exc, exc.__traceback__)
-    except BaseException:
-        sys.__excepthook__(type(exc), exc, exc.__traceback__)
-    sys.exit(1)
+    report(exc)
+    ending = SystemExit(1)
+try:
+    save_figures()
+except BaseException as exc:
+    report(exc)
+    ending = ending if ending is not None and ending.code not in (None, 0) else SystemExit(1)
+if ending is not None:
+    raise ending
 """
 
 
@@ -327,6 +363,9 @@ class Run:
                 while not self.truncated and (data := os.read(key.fd, READ_SIZE)):
                     self.forward(key.data, data)
         reap_all(self)
+        # Every process of the run is dead: the folder holds what the program left.
+        with contextlib.suppress(OSError):  # its images are optional; its status is not
+            send_images(self.msg["max_images"], self.msg["max_image_bytes"])
         self.report(duration, oom_kills() > oom_before)
 
     def report(self, duration, oom):
@@ -353,6 +392,48 @@ class Run:
             "pids_max_hit": pids_max_hit(),
         }
         emit(b"s", json.dumps(result).encode())
+
+
+def send_images(max_count, max_bytes):
+    """Propose the output folder's first entries to the host, which decides (executor/images.py).
+
+    Per entry: an b"i" frame (JSON: hex name, regular, size, sent), then `sent` bytes in b"d"
+    frames; then b"m" with the number of entries past `max_count`. Each entry is opened
+    O_NOFOLLOW and non-blocking, so a symlink or FIFO cannot hand us another file or hang us;
+    only a regular file no larger than `max_bytes` is read.
+    """
+    try:
+        folder = os.open(OUTPUT, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        names = sorted(os.listdir(folder))
+        for name in names[:max_count]:
+            regular, size, data = False, 0, b""
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+            except OSError:
+                fd = -1
+            if fd >= 0:
+                info = os.fstat(fd)
+                if info.st_mode & 0o170000 == 0o100000:  # a regular file
+                    regular, size = True, info.st_size
+                    data = read_up_to(fd, max_bytes) if size <= max_bytes else b""
+                os.close(fd)
+            header = {"name": os.fsencode(name).hex(), "regular": regular, "size": size}
+            emit(b"i", json.dumps(dict(header, sent=len(data))).encode())
+            for start in range(0, len(data), IMAGE_CHUNK):
+                emit(b"d", data[start : start + IMAGE_CHUNK])
+        emit(b"m", str(max(0, len(names) - max_count)).encode())
+    finally:
+        os.close(folder)
+
+
+def read_up_to(fd, size):
+    data = bytearray()
+    while len(data) < size and (part := os.read(fd, size - len(data))):
+        data += part
+    return bytes(data)
 
 
 def kill_all():

@@ -13,7 +13,13 @@ from typing import Any, Protocol, cast
 
 from executor.backends.base import OutputCallback
 from executor.backends.docker.pool import SandboxContainer
-from executor.backends.docker.wire import DOCKER_STDOUT, DockerDemux, DriverFrames
+from executor.backends.docker.wire import (
+    DOCKER_STDOUT,
+    IMAGE_FRAMES,
+    DockerDemux,
+    DriverFrames,
+    ProposedImages,
+)
 from executor.cancel import CancelToken
 from executor.errors import SandboxFailed
 from executor.limits import Limits
@@ -52,6 +58,7 @@ class DockerSession:
         self.killed_for: str | None = None
         self.status: dict[str, Any] | None = None
         self.driver_stderr = bytearray()
+        self.proposed = ProposedImages()
         self._done = threading.Event()
 
     def run(self, message: bytes) -> RunResult:
@@ -96,6 +103,8 @@ class DockerSession:
     def _frame(self, kind: bytes, body: bytes) -> None:
         if kind == b"s":
             self.status = json.loads(body)
+        elif kind in IMAGE_FRAMES:
+            self.proposed.feed(kind, body)
         elif not self.pump.feed("stdout" if kind == b"o" else "stderr", body):
             self._kill("truncated")  # the supervisor caps output too; this is the backstop
 
@@ -134,6 +143,7 @@ class DockerSession:
             cancelled=self.killed_for == "cancelled",
         )
         limit = limit_that_stopped(facts, self.limits)
+        found = self.proposed.images()
         return RunResult(
             exit_code=facts.exit_code,
             signal=facts.signal,
@@ -145,4 +155,6 @@ class DockerSession:
             limit=limit,
             stdout=self.pump.stdout,
             stderr=self.pump.stderr,
+            images=found.images,
+            image_notes=found.notes,
         )

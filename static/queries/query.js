@@ -138,6 +138,11 @@
           return;
         }
         button.textContent = form.getAttribute("data-busy-label");
+        // The model hears what the browser holds, as on the home page: names and scopes only.
+        var names = form.querySelector("input[name=credential_names]");
+        if (names && window.UndoableCredentials) names.value = window.UndoableCredentials.names().join(",");
+        var connections = form.querySelector("input[name=connections]");
+        if (connections && window.UndoableConnections) connections.value = JSON.stringify(window.UndoableConnections.forPrompt());
         form.submit();
       });
     });

@@ -38,14 +38,13 @@ class PromptTextarea(forms.Textarea):
         return context
 
 
-class PromptForm(forms.Form):
-    prompt = forms.CharField(max_length=MAX_PROMPT_CHARS, widget=PromptTextarea())
-    kind = forms.ChoiceField(choices=QueryKind.choices, initial=QueryKind.PYTHON)
-    # Names (never values) of the credentials the browser holds, so the LLM can use them.
-    credential_names = forms.CharField(required=False, widget=forms.HiddenInput)
+class ProposalContextForm(forms.Form):
+    """What the browser tells the model about itself, never a secret: the names of the
+    credentials it holds and the services it connected with their granted scopes."""
 
-    # The connected services and their granted scopes, JSON [{credential, scopes}] (no token);
-    # webapp/connections/scopes.py keeps only configured providers' known scopes.
+    credential_names = forms.CharField(required=False, widget=forms.HiddenInput)
+    # JSON [{credential, scopes}] (no token); webapp/connections/scopes.py keeps only configured
+    # providers' known scopes.
     connections = forms.CharField(required=False, max_length=8000, widget=forms.HiddenInput)
 
     def clean_credential_names(self) -> list[str]:
@@ -57,6 +56,11 @@ class PromptForm(forms.Form):
             return json_body_loads((self.cleaned_data.get("connections") or "[]").encode())
         except BadJsonBody:
             return []  # only context for the model: unreadable means none
+
+
+class PromptForm(ProposalContextForm):
+    prompt = forms.CharField(max_length=MAX_PROMPT_CHARS, widget=PromptTextarea())
+    kind = forms.ChoiceField(choices=QueryKind.choices, initial=QueryKind.PYTHON)
 
 
 class HandWrittenForm(forms.Form):

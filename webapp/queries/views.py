@@ -20,7 +20,13 @@ from webapp.executor_glue import ensure_executor, executor_problem
 from webapp.json_body import BadJsonBody, json_body_loads
 from webapp.queries import services
 from webapp.queries.examples import EXAMPLE_PROMPTS
-from webapp.queries.forms import HandWrittenForm, PromptForm, RunBody, SaveBody
+from webapp.queries.forms import (
+    HandWrittenForm,
+    PromptForm,
+    ProposalContextForm,
+    RunBody,
+    SaveBody,
+)
 from webapp.queries.images import get_run_image, image_response
 from webapp.queries.models import Query, RunDirection
 from webapp.queries.run_backends import runner_backend
@@ -146,8 +152,14 @@ def query_detail(request: HttpRequest, query_id: int) -> HttpResponse:
 @require_POST
 def query_regenerate(request: HttpRequest, query_id: int) -> HttpResponse:
     query = get_query_for_user(request.user, query_id)
+    context = ProposalContextForm(request.POST)
+    context.is_valid()  # each field cleans to "nothing known" when unreadable
     try:
-        services.query_generate(query=query)
+        services.query_generate(
+            query=query,
+            credential_names=context.cleaned_data.get("credential_names") or None,
+            connections=context.cleaned_data.get("connections"),
+        )
     except llm.LLMError as exc:
         messages.error(request, f"Generation failed: {exc}")
     return redirect("queries:query-detail", query_id=query.pk)

@@ -114,3 +114,19 @@ def test_an_unreadable_connections_field_is_no_context_rather_than_an_error(
     )
     assert response.status_code == 302, response.content[:300]
     assert "Connected services" not in fake_llm.requests[-1]["messages"][1]["content"]
+
+
+def test_propose_again_tells_the_model_the_same_connections_and_credentials(
+    owner, owner_client, provider, fake_llm
+):
+    query = QueryFactory(owner=owner, prompt="add an item called tea")
+    fake_llm.script(tool_call({"forward_code": "print(1)", "reverse_code": "", "explanation": ""}))
+    connections = '[{"credential": "ITEMS_TOKEN", "scopes": ["items.read"]}]'
+    response = owner_client.post(
+        f"/queries/{query.pk}/regenerate",
+        {"credential_names": "ITEMS_TOKEN,BAD NAME", "connections": connections},
+    )
+    assert response.status_code == 302
+    user_message = fake_llm.requests[-1]["messages"][1]["content"]
+    assert "- ITEMS_TOKEN: Items, granted items.read" in user_message
+    assert "BAD NAME" not in user_message

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         SessionConfig,
         SessionManager,
         SessionNotFound,
+        session_root_remove,
     )
 
 # What the web app needs beyond the core, imported on first use (`executor.<name>`) so that
@@ -73,6 +74,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "SessionConfig": ("executor.sessions.manager", "SessionConfig"),
     "SessionManager": ("executor.sessions.manager", "SessionManager"),
     "SessionNotFound": ("executor.sessions.manager", "SessionNotFound"),
+    "session_root_remove": ("executor.sessions.manager", "session_root_remove"),
     "SqliteTarget": ("executor.kinds.db", "SqliteTarget"),
     "StatementLog": ("executor.kinds.db_broker", "StatementLog"),
     "WorkspaceBusy": ("executor.kinds.errors", "WorkspaceBusy"),
@@ -134,6 +136,7 @@ __all__ = [
     "remove_tree",
     "run",
     "sandbox_host_uid",
+    "session_root_remove",
     "validate_relative_path",
     "with_forward_output",
 ]

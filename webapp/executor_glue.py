@@ -115,6 +115,47 @@ def reset_executor() -> None:
         _failure = None
 
 
+def session_root() -> str:
+    """This process's sessions folder: one per process, named by its pid."""
+    return str(settings.VAR_DIR / "sessions" / str(os.getpid()))
+
+
+def session_leftovers_remove() -> list[int]:
+    """Remove the sessions folders of processes that died without closing their sessions (a
+    SIGKILLed server): `VAR_DIR/sessions/<pid>` where no process has that pid any more, their
+    quota mounts first. A pid taken again by another process keeps its folder (never wrong,
+    only late). Returns the pids whose folders went."""
+    removed: list[int] = []
+    parent = settings.VAR_DIR / "sessions"
+    for child in sorted(parent.iterdir()) if parent.is_dir() else []:
+        if not child.name.isdigit() or child.is_symlink() or not child.is_dir():
+            continue
+        pid = int(child.name)
+        if pid == os.getpid() or _process_exists(pid):
+            continue
+        try:
+            executor.session_root_remove(str(child))
+        except (OSError, executor.ExecutorError) as exc:
+            logger.warning(
+                "a dead process's sessions folder stays", extra={"pid": pid, "error": str(exc)}
+            )
+            continue
+        removed.append(pid)
+    if removed:
+        logger.info("sessions folders of dead processes removed", extra={"pids": removed})
+    return removed
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
 def session_config() -> SessionConfig:
     """Stateful agent sessions' sandbox settings (AGENTS_SESSION_* within the EXECUTOR_* caps).
 
@@ -124,7 +165,7 @@ def session_config() -> SessionConfig:
     caps = executor.caps()
     return SessionConfig(
         rootfs=str(settings.EXECUTOR_ROOTFS),
-        root_dir=str(settings.VAR_DIR / "sessions" / str(os.getpid())),
+        root_dir=session_root(),
         limits=caps.narrowed(
             memory_mib=min(settings.AGENTS_SESSION_MEMORY_MIB, caps.memory_mib),
         ),

@@ -349,6 +349,18 @@ class SessionManager:
                 logger.exception("session reaper failed")
 
 
+def session_root_remove(root_dir: str) -> None:
+    """Remove a manager's root folder that its process left behind (killed before it could close
+    its sessions): each session's quota tmpfs detached first, then the folders. Only for a root
+    whose owner is gone: nothing in it may be in use."""
+    root = os.path.realpath(root_dir)
+    with os.scandir(root) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                quota.unmount(Path(entry.path, "workspace"))
+    shutil.rmtree(root)
+
+
 def _check_traversable(root_dir: str, host_uid: int | None) -> None:
     """Fail early and clearly if the unprivileged sandbox uid could not reach a workspace."""
     if host_uid is None or os.geteuid() != 0:

@@ -62,8 +62,9 @@ def session_manager() -> SessionManager:
     global _manager, _manager_pid
     with _lock:
         if _manager is None or _manager_pid != os.getpid():
-            from webapp.executor_glue import session_config
+            from webapp.executor_glue import session_config, session_leftovers_remove
 
+            session_leftovers_remove()  # what a killed server before us left mounted
             _manager = SessionManager(session_config(), on_close=_mark_closed)
             _manager_pid = os.getpid()
             _start_beat()

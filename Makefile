@@ -65,8 +65,9 @@ constraints:
 	rm -rf var/tmp/pip-tools
 
 # Rebuilt when the build script (its package list) changes; the image follows its stamp.
-$(ROOTFS)/etc/undoable-rootfs-built: executor/image/build-rootfs.sh
-	bash executor/image/build-rootfs.sh $(ROOTFS)
+# Its matplotlib wheels come through the project venv's pip (a bare Debian python3 has none).
+$(ROOTFS)/etc/undoable-rootfs-built: executor/image/build-rootfs.sh | $(VENV)/.installed
+	PIP="$(PY) -m pip" bash executor/image/build-rootfs.sh $(ROOTFS)
 
 sandbox-rootfs: prereqs $(ROOTFS)/etc/undoable-rootfs-built
 

@@ -3,7 +3,7 @@
 # The bwrap backend mounts this folder read-only as /; `docker import` turns it into the
 # Docker backend's image, so both backends run exactly the same programs.
 #
-#   build-rootfs.sh DEST        (needs root and the debootstrap package)
+#   build-rootfs.sh DEST        (needs root, the debootstrap package and pip: PIP="python3 -m pip")
 set -euo pipefail
 
 dest=${1:?usage: build-rootfs.sh DEST}
@@ -33,7 +33,7 @@ debootstrap --variant=minbase --include="$packages" "$suite" "$tmp" "$mirror"
 
 # Fetched by the host's pip (the sandbox has no network), installed by the sandbox's own.
 mkdir -p "$tmp/tmp/wheels"
-python3 -m pip download --quiet --only-binary=:all: --implementation cp --python-version 3.11 \
+${PIP:-python3 -m pip} download --quiet --only-binary=:all: --implementation cp --python-version 3.11 \
   --abi cp311 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
   --dest "$tmp/tmp/wheels" $plot_wheels numpy==1.24.2
 chroot "$tmp" python3 -m pip install --quiet --no-index --find-links /tmp/wheels \

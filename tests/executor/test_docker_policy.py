@@ -48,7 +48,9 @@ def build(**limits: object) -> dict:
 
 
 def test_it_gives_no_network():
-    assert build()["network_mode"] == "none"
+    kwargs = build()
+    assert kwargs["network_mode"] == "none"
+    assert kwargs["network_disabled"] is True
 
 
 def test_it_drops_every_capability_and_never_runs_privileged():

@@ -15,8 +15,8 @@ from ninja import Router, Schema
 from executor import RunResult
 from webapp.agents import conf
 from webapp.agents.exec_services import exec_build_spec, exec_run, in_pool, result_json
-from webapp.agents.fairshare import ShareExceeded, get_admission, host_capacity, refused_recently
-from webapp.agents.ratelimit import get_limiter
+from webapp.agents.fairshare import ShareExceeded, host_capacity, refused_recently
+from webapp.agents.quota import get_admission, get_limiter
 from webapp.agents.schemas import ExecIn, parse_model
 
 router = Router(tags=["exec"])

@@ -14,7 +14,7 @@ runs, on top of its token's own quota (webapp.agents.ratelimit). The machine adm
   every freed slot goes to the waiting user with the fewest runs in flight, round-robin among
   equals: a newcomer's run goes before a flood's further queued ones.
 
-`get_admission()` picks the implementation as `get_limiter()` does: this in-process one without
+`webapp.agents.quota.get_admission()` picks the implementation: this in-process one without
 REDIS_URL (embedded default, one process), `webapp.agents.fairshare_redis` with it, so all web
 processes of one host share one admission.
 """
@@ -30,8 +30,6 @@ from collections.abc import Callable, Hashable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Protocol
-
-from django.conf import settings
 
 from webapp.agents import conf
 from webapp.agents.ratelimit import QuotaExceeded
@@ -235,12 +233,3 @@ class RefusedRecently:
 
 
 refused_recently = RefusedRecently()
-
-
-def get_admission() -> Admission:
-    """This host's admission: shared through Redis when REDIS_URL is set, else in-process."""
-    if not settings.REDIS_URL:
-        return local_admission
-    from webapp.agents.fairshare_redis import redis_admission_for
-
-    return redis_admission_for(settings.REDIS_URL)

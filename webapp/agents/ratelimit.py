@@ -4,7 +4,7 @@ A request over the concurrency cap waits for a slot before it is refused: at mos
 requests per token wait at once, each at most `wait_s` seconds, so a burst from one agent is
 served in turn rather than bounced; past either bound it gets QuotaExceeded (429 + Retry-After).
 
-`get_limiter()` picks the limiter at call time (settings can change, e.g. in tests):
+`webapp.agents.quota.get_limiter()` picks the limiter at call time:
 
 - Embedded default (no `REDIS_URL`): `local_limiter`, counters in this process. One process
   serves everything, so the figures hold exactly.
@@ -24,8 +24,6 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Protocol
-
-from django.conf import settings
 
 
 class QuotaExceeded(Exception):
@@ -162,13 +160,3 @@ def busy_message(limit: int, queue: int, *, waited_s: float | None = None) -> st
 
 
 local_limiter = RateLimiter()
-
-
-def get_limiter() -> Limiter:
-    """The limiter for this call: shared through Redis when REDIS_URL is set, else in-process."""
-    if not settings.REDIS_URL:
-        return local_limiter
-    # Imported here: ratelimit_redis builds on this module (QuotaExceeded, local_limiter).
-    from webapp.agents.ratelimit_redis import redis_limiter_for
-
-    return redis_limiter_for(settings.REDIS_URL)

@@ -20,6 +20,7 @@ from django.http import HttpRequest, HttpResponse
 
 import executor
 from webapp.agents.schemas import ApiError
+from webapp.agents.session_services import HeldByPeer, worker_name
 
 logger = logging.getLogger(__name__)
 
@@ -30,15 +31,6 @@ _KEPT_HEADERS = ("content-type", "retry-after", "www-authenticate", "x-exit-code
 _SENT_HEADERS = ("Authorization", "Content-Type", "Accept")
 # Beyond the longest cell: the holder answers within its own wall-time cap.
 _ANSWER_MARGIN_S = 30.0
-
-
-class HeldByPeer(Exception):
-    """The session is held by the live web process reachable at `address`."""
-
-    def __init__(self, address: str, worker: str) -> None:
-        super().__init__(f"held by {worker} at {address}")
-        self.address = address
-        self.worker = worker
 
 
 View = Callable[..., Awaitable[HttpResponse]]
@@ -63,8 +55,6 @@ def served_by_holder(view: View) -> View:
 
 async def forward(request: HttpRequest, peer: HeldByPeer) -> HttpResponse:
     """Send `request` on to the holder and return its answer as ours."""
-    from webapp.agents.session_services import worker_name
-
     headers = {name: request.headers[name] for name in _SENT_HEADERS if name in request.headers}
     headers[FORWARDED_HEADER] = worker_name()
     # The name the client used (already checked against ALLOWED_HOSTS here), not the peer's

@@ -31,7 +31,6 @@ from executor import Session, SessionManager, SessionNotFound
 from webapp.agents import conf
 from webapp.agents.models import AgentSession, ApiToken
 from webapp.agents.schemas import ApiError
-from webapp.agents.session_forward import HeldByPeer
 from webapp.reliability.workers import BeatThread, process_address, process_beat, process_state
 
 logger = logging.getLogger(__name__)
@@ -40,6 +39,15 @@ _manager: SessionManager | None = None
 _manager_pid: int | None = None
 _beat: BeatThread | None = None
 _lock = threading.Lock()
+
+
+class HeldByPeer(Exception):
+    """The session is held by the live web process reachable at `address`."""
+
+    def __init__(self, address: str, worker: str) -> None:
+        super().__init__(f"held by {worker} at {address}")
+        self.address = address
+        self.worker = worker
 
 
 def worker_name() -> str:

@@ -19,8 +19,9 @@ from django.test import Client, override_settings
 
 from tests.servers import RedisServer
 from webapp.agents import exec_api
-from webapp.agents.fairshare import Admission, FairAdmission, get_admission, refused_recently
+from webapp.agents.fairshare import Admission, FairAdmission, refused_recently
 from webapp.agents.fairshare_redis import RedisFairAdmission
+from webapp.agents.quota import get_admission
 from webapp.agents.ratelimit import QuotaExceeded
 
 Pair = tuple[Admission, Admission]

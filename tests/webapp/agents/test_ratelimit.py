@@ -11,7 +11,8 @@ from django.test import override_settings
 
 from tests.servers import RedisServer
 from webapp.agents.models import ApiToken
-from webapp.agents.ratelimit import QuotaExceeded, RateLimiter, get_limiter
+from webapp.agents.quota import get_limiter
+from webapp.agents.ratelimit import QuotaExceeded, RateLimiter
 from webapp.agents.ratelimit_redis import RedisRateLimiter
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -14,7 +14,8 @@ from django.http import HttpRequest, HttpResponse
 from django.test import RequestFactory
 
 from webapp.agents.schemas import ApiError
-from webapp.agents.session_forward import FORWARDED_HEADER, HeldByPeer, served_by_holder
+from webapp.agents.session_forward import FORWARDED_HEADER, served_by_holder
+from webapp.agents.session_services import HeldByPeer
 
 
 class Peer(ThreadingHTTPServer):

@@ -17,7 +17,8 @@ import requests
 from django.test import override_settings
 
 from webapp.agents.models import ApiToken
-from webapp.agents.ratelimit import QuotaExceeded, RateLimiter, get_limiter
+from webapp.agents.quota import get_limiter
+from webapp.agents.ratelimit import QuotaExceeded, RateLimiter
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

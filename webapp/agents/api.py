@@ -21,7 +21,7 @@ from ninja.openapi.docs import DocsBase
 from webapp.agents.auth import TokenAuth
 from webapp.agents.exec_api import router as exec_router
 from webapp.agents.ratelimit import QuotaExceeded
-from webapp.agents.schemas import ApiError
+from webapp.agents.schemas import ApiError, JsonBodyParser, validation_message
 from webapp.agents.sessions_api import router as sessions_router
 
 logger = logging.getLogger(__name__)
@@ -54,6 +54,7 @@ api = NinjaAPI(
     urls_namespace="api",
     auth=TokenAuth(),
     docs=OfflineSwagger(),
+    parser=JsonBodyParser(),
 )
 api.add_router("/v1", exec_router)
 api.add_router("/v1/sessions", sessions_router)
@@ -94,9 +95,7 @@ def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResp
 
 @api.exception_handler(ValidationError)
 def _invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
-    first = exc.errors[0] if exc.errors else {}
-    where = ".".join(str(p) for p in first.get("loc", ()))
-    return error_response(400, f"{where}: {first.get('msg', 'invalid request')}".lower())
+    return error_response(400, validation_message(exc.errors))
 
 
 @api.exception_handler(RequestDataTooBig)
@@ -111,6 +110,8 @@ def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 
 @api.exception_handler(HttpError)
 def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if isinstance(exc.__cause__, ApiError):  # JsonBodyParser's refusal, wrapped by ninja
+        return _api_error(request, exc.__cause__)
     return error_response(exc.status_code, str(exc))
 
 

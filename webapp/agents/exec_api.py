@@ -17,7 +17,7 @@ from webapp.agents import conf
 from webapp.agents.exec_services import exec_build_spec, exec_run, in_pool, result_json
 from webapp.agents.fairshare import ShareExceeded, host_capacity, refused_recently
 from webapp.agents.quota import get_admission, get_limiter
-from webapp.agents.schemas import ExecIn, parse_model
+from webapp.agents.schemas import ExecIn
 
 router = Router(tags=["exec"])
 T = TypeVar("T")
@@ -147,21 +147,10 @@ def render_result(request: HttpRequest, result: RunResult, combined: str) -> Htt
     return response
 
 
-@router.post(
-    "/exec",
-    response={200: ExecOut, **ERRORS},
-    summary="Run a snippet in a fresh sandbox",
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": ExecIn.model_json_schema()}},
-        }
-    },
-)
-async def exec_code(request: HttpRequest) -> HttpResponse:
+@router.post("/exec", response={200: ExecOut, **ERRORS}, summary="Run a snippet in a fresh sandbox")
+async def exec_code(request: HttpRequest, payload: ExecIn) -> HttpResponse:
     """Runs `code` once in a new sandbox. Replies `text/plain` (stdout+stderr as printed) unless
     the request sends `Accept: application/json`."""
-    payload = parse_model(ExecIn, request.body)
     spec, timeout_s = exec_build_spec(payload)
     run = functools.partial(exec_run, spec, timeout_s=timeout_s)
     result, combined = await within_quota(quota_key(request), user_key(request), run)

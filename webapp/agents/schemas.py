@@ -1,15 +1,18 @@
-"""Request bodies of the agent API, parsed strictly: wrong types are 400s, never coerced."""
+"""Request bodies of the agent API, parsed strictly: wrong types are 400s, never coerced.
+
+The views take these models as ninja body parameters; JsonBodyParser decodes the body first.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from django.http import HttpRequest
+from ninja.parser import Parser
+from pydantic import BaseModel, ConfigDict, Field
 
 from webapp.agents import conf
 from webapp.json_body import BadJsonBody, json_body_loads
-
-M = TypeVar("M", bound=BaseModel)
 
 
 class ApiError(Exception):
@@ -44,14 +47,17 @@ class SessionExecIn(BaseModel):
     timeout_s: float | int | None = None
 
 
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(part) for part in err["loc"]) or "body"
-    if err["type"] == "missing":
+def validation_message(errors: list[dict[str, Any]]) -> str:
+    """The 400 text for ninja's validation errors: the first one, located in the request."""
+    err = errors[0] if errors else {"loc": (), "type": "", "msg": "invalid request"}
+    loc = tuple(str(part) for part in err.get("loc", ()))
+    # ("body", "payload", "code") -> "code": a body model is the request body itself.
+    where = ".".join(loc[2:] if loc[:1] == ("body",) else loc[1:]) or "body"
+    if err.get("type") == "missing":
         return f"{where} is required"
-    if err["type"] == "literal_error":
+    if err.get("type") == "literal_error":
         return f"{where}: {err['msg']}"
-    return f"{where}: {err['msg'].lower()}"
+    return f"{where}: {str(err.get('msg', 'invalid request')).lower()}"
 
 
 def parse_json_body(body: bytes) -> dict[str, Any]:
@@ -67,11 +73,14 @@ def parse_json_body(body: bytes) -> dict[str, Any]:
     return data
 
 
-def parse_model(model: type[M], body: bytes) -> M:
-    try:
-        return model.model_validate(parse_json_body(body))
-    except ValidationError as exc:
-        raise ApiError(400, _first_error(exc)) from None
+class JsonBodyParser(Parser):
+    """ninja's body parser with the guards: a size cap (413), hostile JSON (400), an object.
+
+    ninja answers any parser exception with its own 400; the API's HttpError handler answers
+    with the ApiError underneath instead (its status and text)."""
+
+    def parse_body(self, request: HttpRequest) -> dict[str, Any]:
+        return parse_json_body(request.body)
 
 
 def check_timeout(timeout_s: float | None, cap_s: float) -> float:

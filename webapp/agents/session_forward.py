@@ -11,6 +11,7 @@ processes that disagree about who holds a session cannot bounce a request betwee
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -50,6 +51,9 @@ def served_by_holder(view: View) -> View:
                 ) from None
             return await forward(request, peer)
 
+    # ninja reads the parameters' types from the signature, resolved here in the view's module
+    # (its string annotations mean nothing in this one).
+    wrapper.__signature__ = inspect.signature(view, eval_str=True)  # type: ignore[attr-defined]
     return wrapper
 
 

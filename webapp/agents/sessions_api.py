@@ -21,7 +21,7 @@ from webapp.agents.exec_api import (
 )
 from webapp.agents.exec_services import in_pool, result_json
 from webapp.agents.models import AgentSession
-from webapp.agents.schemas import ApiError, SessionExecIn, check_timeout, parse_model
+from webapp.agents.schemas import ApiError, SessionExecIn, check_timeout
 from webapp.agents.session_forward import served_by_holder
 from webapp.agents.session_services import (
     get_session_for_user,
@@ -91,19 +91,14 @@ async def delete_session(request: HttpRequest, session_id: str) -> HttpResponse:
     "/{session_id}/exec",
     response={200: ExecOut, **SESSION_ERRORS},
     summary="Run a Python cell or bash command in the session",
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": SessionExecIn.model_json_schema()}},
-        }
-    },
 )
 @served_by_holder
-async def exec_in_session(request: HttpRequest, session_id: str) -> HttpResponse:
+async def exec_in_session(
+    request: HttpRequest, session_id: str, payload: SessionExecIn
+) -> HttpResponse:
     """Python variables, imports and functions persist between calls; the value of a final bare
     expression is printed; a failing cell prints its traceback and keeps earlier state."""
     row, session = await _load(request, session_id)
-    payload = parse_model(SessionExecIn, request.body)
     if len(payload.code.encode("utf-8", "surrogatepass")) > conf.get_int("AGENTS_MAX_CODE_BYTES"):
         raise ApiError(413, "code is too large")
     timeout_s = check_timeout(payload.timeout_s, session.config.limits.wall_time_s)

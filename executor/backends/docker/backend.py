@@ -196,11 +196,14 @@ class DockerBackend:
 
     def _acquire(self, limits: Limits) -> SandboxContainer:
         pool = self._ensure_pool()
-        if pool is not None and pool_key(limits) == pool_key(self._pool_limits):
-            container = pool.take()
+        if pool is None:
+            return self._start(limits)
+        if pool_key(limits) == pool_key(self._pool_limits):
+            container = pool.take(START_TIMEOUT_S)
             if container is not None:
                 return container
-        return self._start(limits)
+        with pool.live():  # the pool's refills wait for this start
+            return self._start(limits)
 
     def _ensure_pool(self) -> WarmPool | None:
         with self._lock:

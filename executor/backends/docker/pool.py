@@ -12,7 +12,8 @@ import logging
 import select
 import socket
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +57,13 @@ class SandboxContainer:
 
 
 class WarmPool:
-    """Keeps `size` started containers ready; `take()` hands one out, never twice."""
+    """Keeps `size` started containers ready; `take()` hands one out, never twice.
+
+    Live requests come first: while a request starts a container of its own (`live()`), the
+    fillers start none, so a refill never competes with a run for the engine; and a request
+    that finds the pool empty takes the container a filler is already starting rather than
+    starting another beside it.
+    """
 
     def __init__(
         self,
@@ -70,7 +77,9 @@ class WarmPool:
         self._start = start
         self._discard = discard
         self._ready: list[SandboxContainer] = []
-        self._starting = 0
+        self._starting = 0  # fillers' starts under way
+        self._claims = 0  # requests waiting for one of those starts
+        self._live = 0  # requests starting a container of their own
         self._closed = False
         self._cond = threading.Condition()
         self._threads = [
@@ -80,18 +89,53 @@ class WarmPool:
         for thread in self._threads:
             thread.start()
 
-    def take(self) -> SandboxContainer | None:
-        """A ready container, or None if the pool is empty (the caller starts one cold)."""
+    def take(self, timeout: float = 30.0) -> SandboxContainer | None:
+        """A ready container, or None: the pool is empty and no filler start is left to wait
+        for (the caller starts one under `live()`)."""
         while True:
-            with self._cond:
-                if not self._ready:
-                    return None
-                container = self._ready.pop(0)
-                self._cond.notify_all()
+            container = self._next(timeout)
+            if container is None:
+                return None
             if container.is_idle():
                 return container
             logger.info("dropping a pooled container that ended", extra={"container": container.id})
             self._discard(container)
+
+    @contextlib.contextmanager
+    def live(self) -> Iterator[None]:
+        """Mark a request's own container start: the fillers wait until it is done."""
+        with self._cond:
+            self._live += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._live -= 1
+                self._cond.notify_all()
+
+    def _next(self, timeout: float) -> SandboxContainer | None:
+        deadline = time.monotonic() + timeout
+        claimed = False
+        with self._cond:
+            try:
+                while not self._closed:
+                    if self._ready:
+                        container = self._ready.pop(0)
+                        self._cond.notify_all()
+                        return container
+                    if not claimed and self._starting > self._claims:
+                        self._claims += 1
+                        claimed = True
+                    elif not claimed or self._starting < self._claims:
+                        return None  # nothing under way is ours to wait for
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return None
+                    self._cond.wait(left)
+                return None
+            finally:
+                if claimed:
+                    self._claims -= 1
 
     def wait_ready(self, timeout: float) -> bool:
         """Wait until the pool is full (benchmarks and tests measure warm runs this way)."""
@@ -118,7 +162,10 @@ class WarmPool:
         while True:
             with self._cond:
                 self._cond.wait_for(
-                    lambda: self._closed or len(self._ready) + self._starting < self._size
+                    lambda: (
+                        self._closed
+                        or (not self._live and len(self._ready) + self._starting < self._size)
+                    )
                 )
                 if self._closed:
                     return

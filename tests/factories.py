@@ -8,7 +8,8 @@ import factory
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 
-from webapp.queries.models import Query, QueryKind, Run, RunChunk, RunDirection, RunStatus
+from webapp.queries.models import Query, QueryKind
+from webapp.runs.models import Run, RunChunk, RunDirection, RunStatus
 
 PASSWORD = "correct horse battery staple 42"
 

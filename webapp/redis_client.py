@@ -18,7 +18,7 @@ def redis_client(url: str) -> redis.Redis:
 
 def cache_settings(url: str) -> dict[str, dict[str, object]]:
     """Django's CACHES for `url` (Redis), or local memory when there is no Redis: what the stop
-    flags and the credential handoff go through (webapp.queries.run_backends, handoff.py)."""
+    flags and the credential handoff go through (webapp.runs.run_backends, handoff.py)."""
     if not url:
         return {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     return {

@@ -17,7 +17,7 @@ from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
-from webapp.queries.routing import websocket_urlpatterns
+from webapp.runs.routing import websocket_urlpatterns
 
 __all__ = ["SameOriginValidator", "websocket_urlpatterns"]
 

@@ -91,6 +91,7 @@ INSTALLED_APPS = [
     "social_django",
     "webapp.accounts",
     "webapp.queries",
+    "webapp.runs",
     "webapp.shares",
     "webapp.agents",
     "webapp.workspaces",
@@ -220,7 +221,7 @@ WHITENOISE_USE_FINDERS = True
 
 # --- Queue, channel layer and where runs execute -------------------------------------------
 REDIS_URL = env_secret("REDIS_URL")
-# Where web runs execute (webapp.queries.run_backends): "threads", "celery" or a backend's
+# Where web runs execute (webapp.runs.run_backends): "threads", "celery" or a backend's
 # dotted path.
 RUNNER = env_str("UNDOABLE_RUNNER", "celery" if REDIS_URL else "threads")
 RUNNER_THREADS = env_int("UNDOABLE_RUNNER_THREADS", 4, minimum=1)
@@ -240,12 +241,12 @@ CHANNEL_LAYERS = {
 }
 
 # Django's cache: login throttle counters (webapp.accounts.throttle), runs' stop flags and the
-# one-shot credential handoff (webapp.queries.run_backends, webapp.credentials.handoff), shared
+# one-shot credential handoff (webapp.runs.run_backends, webapp.credentials.handoff), shared
 # by every web process and worker through Redis in production, in this process when embedded.
 CACHES = cache_settings(REDIS_URL)
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
-# Where fs/db/rest runs go (webapp.queries.run_backends.run_queue); empty: the default queue.
+# Where fs/db/rest runs go (webapp.runs.run_backends.run_queue); empty: the default queue.
 RUNS_KINDS_QUEUE = env_str("UNDOABLE_KINDS_QUEUE", "")
 CELERY_RESULT_BACKEND = None  # results live in the database; nothing else to leak into Redis
 CELERY_TASK_SERIALIZER = "json"

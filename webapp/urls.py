@@ -6,6 +6,7 @@ from webapp.health import healthz
 
 urlpatterns = [
     path("", include("webapp.queries.urls")),
+    path("", include("webapp.runs.urls")),
     path("accounts/", include("webapp.accounts.urls")),
     path("agents/", include("webapp.agents.urls")),
     path("social/", include("social_django.urls", namespace="social")),

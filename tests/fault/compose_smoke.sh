@@ -86,8 +86,9 @@ say "running a web run through a Celery worker"
 compose exec -T web python3 manage.py shell <<'PY'
 import time
 from django.contrib.auth import get_user_model
-from webapp.queries.models import Query, Run
-from webapp.queries.services import query_run
+from webapp.queries.models import Query
+from webapp.runs.models import Run
+from webapp.runs.services import query_run
 owner = get_user_model().objects.get(username="smoke")
 query = Query.objects.create(owner=owner, prompt="smoke", forward_code="print('from a worker')")
 run = query_run(query=query)
@@ -104,8 +105,9 @@ say "db runs on worker-kinds (bubblewrap): one kept on the workspace web sees, o
 compose exec -T web python3 manage.py shell <<'PY'
 import socket, sqlite3, time
 from django.contrib.auth import get_user_model
-from webapp.queries.models import Query, Run
-from webapp.queries.services import query_run
+from webapp.queries.models import Query
+from webapp.runs.models import Run
+from webapp.runs.services import query_run
 from webapp.workspaces import services as ws
 from webapp.workspaces.models import ChangeStatus, PendingChange
 

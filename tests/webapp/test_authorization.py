@@ -23,7 +23,7 @@ from tests.factories import QueryFactory, RunChunkFactory, RunFactory, UserFacto
 from tests.webapp.shares.factories import ShareFactory
 from webapp.agents.tokens import token_create
 from webapp.asgi import application
-from webapp.queries.models import RunImage, RunStatus
+from webapp.runs.models import RunImage, RunStatus
 from webapp.shares.services import share_revoke
 from webapp.workspaces.models import ChangeStatus, PendingChange
 

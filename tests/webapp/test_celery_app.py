@@ -14,10 +14,10 @@ def test_a_starting_worker_freezes_its_heap_with_the_run_machinery_loaded(tmp_pa
         "from webapp.celery import app\n"
         "django.setup()\n"
         "app.loader.import_default_modules()\n"
-        "loaded_before = 'webapp.queries.execution' in sys.modules\n"
+        "loaded_before = 'webapp.runs.execution' in sys.modules\n"
         f"signals.{signal}.send(sender=None)\n"
         "print(json.dumps({'before': loaded_before, 'frozen': gc.get_freeze_count(),\n"
-        "                  'after': 'webapp.queries.execution' in sys.modules}))\n"
+        "                  'after': 'webapp.runs.execution' in sys.modules}))\n"
     )
     state = probe_state(probe, tmp_path)
     assert state == {"before": False, "frozen": state["frozen"], "after": True}

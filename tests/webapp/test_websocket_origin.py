@@ -17,7 +17,7 @@ from django.test import Client, override_settings
 from tests.factories import RunFactory
 from webapp import routing
 from webapp.asgi import application
-from webapp.queries.models import RunStatus
+from webapp.runs.models import RunStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HOST = b"127.0.0.1:8000"

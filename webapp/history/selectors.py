@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.contrib.auth.models import User
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
-from webapp.queries.models import Query, Run
+from webapp.queries.models import Query
+from webapp.runs.models import Run
 
 
 def history_list_for_user(user: User, *, search: str = "") -> QuerySet[Query]:

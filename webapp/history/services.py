@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 from django.db import transaction
 
-from webapp.queries.models import FINAL_STATUSES, Query
-from webapp.queries.services import run_cancel
+from webapp.queries.models import Query
+from webapp.runs.models import FINAL_STATUSES
+from webapp.runs.services import run_cancel
 from webapp.workspaces import decisions
 from webapp.workspaces.models import OPEN_STATUSES, PendingChange, Workspace
 from webapp.workspaces.removal import WorkspaceFiles, workspace_files, workspace_files_remove

@@ -16,7 +16,7 @@ from webapp.history.selectors import history_list_for_user
 from webapp.history.services import query_delete
 from webapp.queries.models import QueryKind
 from webapp.queries.selectors import get_query_for_user
-from webapp.queries.services import ConfirmationRequired, query_run
+from webapp.runs.services import ConfirmationRequired, query_run
 
 PAGE_SIZE = 20
 CREDENTIAL_FIELD = "credential:"

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from webapp.queries.models import Query, Run
+from webapp.queries.models import Query
 
 
 @admin.register(Query)
@@ -9,12 +9,3 @@ class QueryAdmin(admin.ModelAdmin):
     list_filter = ("kind",)
     search_fields = ("prompt",)
     raw_id_fields = ("owner",)
-
-
-@admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
-    list_display = ("id", "query", "direction", "status", "exit_code", "created_at")
-    list_filter = ("status", "direction")
-    raw_id_fields = ("query",)
-    # Output is shown on the query page; the admin never needs to page through chunks.
-    readonly_fields = ("code", "status", "exit_code", "error", "started_at", "finished_at")

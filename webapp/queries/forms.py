@@ -8,7 +8,7 @@ from django import forms
 from pydantic import BaseModel, Field, field_validator
 
 from webapp.json_body import BadJsonBody, json_body_loads
-from webapp.queries.models import QueryKind, RunDirection
+from webapp.queries.models import QueryKind
 
 MAX_CODE_CHARS = 200_000
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -83,13 +83,3 @@ class SaveBody(BaseModel):
     credential_names: list[str] | None = Field(default=None, max_length=50)
 
     _check_names = field_validator("credential_names")(_names)
-
-
-class RunBody(SaveBody):
-    direction: RunDirection = RunDirection("forward")
-    # Values for this run only; never stored. Only the query's credential_names are used.
-    credentials: dict[str, str] = Field(default_factory=dict, max_length=50)
-    # The phrase typed to confirm an irreversible forward run (checked by services.query_run).
-    confirm: str = Field(default="", max_length=200)
-    # The Connections panel's grant receipts {credential: receipt} (webapp/connections/oauth.py).
-    grants: dict[str, str] = Field(default_factory=dict, max_length=50)

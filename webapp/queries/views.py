@@ -1,4 +1,8 @@
-"""Pages and the page's JSON calls. Thin: access helper -> form/body -> service -> response."""
+"""Pages and the page's JSON calls. Thin: access helper -> form/body -> service -> response.
+
+The query page's runs, console and workspace panel come from the apps built on this one
+(webapp.queries.sections); the run calls are webapp.runs.views.
+"""
 
 from __future__ import annotations
 
@@ -13,26 +17,15 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from pydantic import ValidationError
 
-from executor import BackendUnavailable
 from webapp import llm
 from webapp.accounts.authed import AuthedHttpRequest
-from webapp.executor_glue import ensure_executor, executor_problem
 from webapp.json_body import BadJsonBody, json_body_loads
 from webapp.queries import services
 from webapp.queries.examples import EXAMPLE_PROMPTS
-from webapp.queries.forms import (
-    HandWrittenForm,
-    PromptForm,
-    ProposalContextForm,
-    RunBody,
-    SaveBody,
-)
-from webapp.queries.images import get_run_image, image_response
-from webapp.queries.models import Query, RunDirection
-from webapp.queries.run_backends import runner_backend
-from webapp.queries.selectors import get_query_for_user, get_run_for_user, run_list_for_query
-from webapp.queries.status import run_failure, status_payload
-from webapp.workspaces.selectors import workspace_panel_for_query
+from webapp.queries.forms import HandWrittenForm, PromptForm, ProposalContextForm, SaveBody
+from webapp.queries.models import Query
+from webapp.queries.sections import query_page_sections
+from webapp.queries.selectors import get_query_for_user
 
 logger = logging.getLogger(__name__)
 
@@ -99,50 +92,26 @@ def query_create_blank(request: AuthedHttpRequest) -> HttpResponse:
     return redirect("queries:query-detail", query_id=query.pk)
 
 
-def _sandbox_problem() -> str | None:
-    """Why nothing can run, if the sandbox refused to start (embedded mode runs it here)."""
-    if runner_backend().out_of_process:
-        return executor_problem()
-    try:
-        ensure_executor()
-    except BackendUnavailable as exc:
-        return str(exc)
-    return None
-
-
 @login_required
 @require_GET
 def query_detail(request: HttpRequest, query_id: int) -> HttpResponse:
     query = get_query_for_user(request.user, query_id)
-    runs = run_list_for_query(query)
-    latest = runs[0] if runs else None
+    sections = query_page_sections(request, query)
     return render(
         request,
         "queries/query_detail.html",
         {
+            **sections,
             "query": query,
-            "runs": runs,
-            "latest": latest,
-            "latest_failure": run_failure(latest) if latest else None,
             "llm_configured": llm.llm_configured(),
-            "executor_problem": _sandbox_problem(),
-            "confirm_phrase": services.CONFIRM_PHRASE,
             # Versions a new proposal replaced: "Undo replace" puts the latest one back.
             "replaced_versions": query.versions.count(),
-            # History's Re-run of an action outside the sandbox lands here instead of running.
-            "rerun_requested": request.GET.get("rerun") == "1",
-            # The fs/db/rest panel in the first HTML, as the panel view renders it.
-            **(workspace_panel_for_query(query) if query.kind != "python" else {}),
             "page_data": {
+                **sections["page_data"],
                 "queryId": query.pk,
                 "saveUrl": reverse("queries:query-save", args=[query.pk]),
-                "runUrl": reverse("queries:run-create", args=[query.pk]),
-                "runListUrl": reverse("queries:run-list", args=[query.pk]),
                 "credentialNames": query.credential_names,
                 "reversible": query.reversible,
-                "confirmPhrase": services.CONFIRM_PHRASE,
-                "latestRun": status_payload(latest) if latest else None,
-                "latestRunUrl": reverse("queries:run-detail", args=[latest.pk]) if latest else None,
             },
         },
     )
@@ -176,12 +145,12 @@ def query_undo_replace(request: HttpRequest, query_id: int) -> HttpResponse:
     return redirect("queries:query-detail", query_id=query.pk)
 
 
-def _json_body(request: HttpRequest) -> object:
+def json_request_body(request: HttpRequest) -> object:
     # BadJsonBody (a 400 below) for anything json.loads cannot read, hostile input included.
     return json_body_loads(request.body or b"{}")
 
 
-def _bad_request(exc: ValidationError | BadJsonBody) -> JsonResponse:
+def bad_json_request(exc: ValidationError | BadJsonBody) -> JsonResponse:
     if isinstance(exc, BadJsonBody):
         detail = str(exc)
     else:
@@ -194,93 +163,8 @@ def _bad_request(exc: ValidationError | BadJsonBody) -> JsonResponse:
 def query_save(request: HttpRequest, query_id: int) -> JsonResponse:
     query = get_query_for_user(request.user, query_id)
     try:
-        body = SaveBody.model_validate(_json_body(request))
+        body = SaveBody.model_validate(json_request_body(request))
     except (ValidationError, BadJsonBody) as exc:
-        return _bad_request(exc)
+        return bad_json_request(exc)
     query = services.query_update(query=query, **body.model_dump())
     return JsonResponse({"saved_at": query.updated_at.isoformat()})
-
-
-@login_required
-@require_POST
-def run_create(request: HttpRequest, query_id: int) -> JsonResponse:
-    """Save the editors, then start a run of one of them (the run snapshots the saved code)."""
-    query = get_query_for_user(request.user, query_id)
-    try:
-        body = RunBody.model_validate(_json_body(request))
-    except (ValidationError, BadJsonBody) as exc:
-        return _bad_request(exc)
-    query = services.query_update(
-        query=query,
-        forward_code=body.forward_code,
-        reverse_code=body.reverse_code,
-        credential_names=body.credential_names,
-    )
-    try:
-        run = services.query_run(
-            query=query,
-            direction=RunDirection(body.direction),
-            credentials=body.credentials,
-            confirm=body.confirm,
-            grants=body.grants,
-        )
-    except services.ConfirmationRequired as exc:
-        return JsonResponse({"error": str(exc)}, status=400)
-    return JsonResponse(
-        {
-            "run": status_payload(run),
-            "ws_path": f"/ws/runs/{run.pk}/",
-            "cancel_url": reverse("queries:run-cancel", args=[run.pk]),
-            "fix_url": reverse("queries:run-fix", args=[run.pk]),
-        },
-        status=201,
-    )
-
-
-@login_required
-@require_POST
-def run_cancel(request: HttpRequest, run_id: int) -> JsonResponse:
-    run = services.run_cancel(run=get_run_for_user(request.user, run_id))
-    return JsonResponse({"run": status_payload(run)})
-
-
-@login_required
-@require_POST
-def run_fix(request: HttpRequest, run_id: int) -> JsonResponse:
-    run = get_run_for_user(request.user, run_id)
-    try:
-        fix = services.run_apply_fix(run=run)
-    except llm.LLMError as exc:
-        return JsonResponse({"error": str(exc)}, status=502)
-    return JsonResponse({"code": fix.code, "explanation": fix.explanation, "previous": run.code})
-
-
-@login_required
-@require_GET
-def run_list(request: HttpRequest, query_id: int) -> HttpResponse:
-    query = get_query_for_user(request.user, query_id)
-    return render(request, "queries/_run_list.html", {"runs": run_list_for_query(query)})
-
-
-@login_required
-@require_GET
-def run_detail(request: HttpRequest, run_id: int) -> JsonResponse:
-    run = get_run_for_user(request.user, run_id)
-    return JsonResponse(
-        {
-            "run": status_payload(run),
-            "code": run.code,
-            "direction": run.direction,
-            "ws_path": f"/ws/runs/{run.pk}/",
-            "cancel_url": reverse("queries:run-cancel", args=[run.pk]),
-            "fix_url": reverse("queries:run-fix", args=[run.pk]),
-        }
-    )
-
-
-@login_required
-@require_GET
-def run_image(request: HttpRequest, run_id: int, position: int) -> HttpResponse:
-    """One image of the user's own run (a run's images never change once stored)."""
-    image = get_run_image(get_run_for_user(request.user, run_id), position)
-    return image_response(image, cache_control="private, max-age=86400")

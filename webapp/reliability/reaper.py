@@ -1,84 +1,43 @@
-"""End runs that nobody is executing any more, within a bounded time.
+"""The reaper: ends what nobody will finish any more (a run whose worker was lost, a change
+nobody can decide), every REAPER_INTERVAL_S, in every worker and in `manage.py runs_reap`.
 
-A worker touches `Run.heartbeat_at` every few seconds while a run is `running`
-(webapp.queries.execution). When a worker is killed (`kill -9`, OOM, machine lost) the heartbeat
-stops; every live worker runs this reaper, which ends such runs `failed` with "Worker lost"
-once the heartbeat is RUN_LOST_AFTER_S old. Updates are conditional on the state that was
-read, so several reapers (one per worker) never fight, and a worker that comes back to life
-cannot be overwritten by a stale decision.
-
-Bound: a killed worker's run is final within RUN_LOST_AFTER_S + REAPER_INTERVAL_S.
+What to end is the apps' business: each adds its reap function in its AppConfig.ready() (runs:
+webapp.runs.reaper.runs_reap; workspaces: webapp.workspaces.reaper.changes_reap), so this
+module imports none of them. A reap function is idempotent (conditional UPDATEs) and returns
+the ids it ended.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import threading
+from collections.abc import Callable
 
 from django.db import close_old_connections, connection
-from django.db.models import Q
-from django.db.models.functions import Coalesce
-from django.utils import timezone
 
-from webapp.queries.models import Run, RunStatus
-from webapp.queries.publish import publish_run_event
-from webapp.queries.status import status_event
 from webapp.reliability import conf
-from webapp.workspaces.reaper import changes_reap
 
 logger = logging.getLogger(__name__)
 
-WORKER_LOST = "Worker lost: the worker running this stopped answering; the run was abandoned."
-NEVER_STARTED = "Never started: no worker took this run in time."
+# (what it ends, as `runs_reap` reports it: "run(s)", reap function)
+Reaper = tuple[str, Callable[[], list[int]]]
+
+_reapers: list[Reaper] = []
 
 
-def runs_reap(*, now: dt.datetime | None = None) -> list[int]:
-    """Fail lost runs (stale heartbeat) and stale queued ones; return the ids that were ended."""
-    now = now or timezone.now()
-    lost_before = now - dt.timedelta(seconds=conf.seconds("RUN_LOST_AFTER_S"))
-    queued_before = now - dt.timedelta(seconds=conf.seconds("RUN_QUEUED_TIMEOUT_S"))
-    lost = (
-        Run.objects.filter(status=RunStatus.RUNNING)
-        .annotate(last_sign=Coalesce("heartbeat_at", "started_at", "created_at"))
-        .filter(last_sign__lt=lost_before)
-    )
-    ended = [
-        run_id
-        for run_id in lost.values_list("pk", flat=True)
-        if _end(run_id, RunStatus.RUNNING, WORKER_LOST, now, stale_before=lost_before)
-    ]
-    never = Run.objects.filter(status=RunStatus.QUEUED, created_at__lt=queued_before)
-    ended += [
-        run_id
-        for run_id in never.values_list("pk", flat=True)
-        if _end(run_id, RunStatus.QUEUED, NEVER_STARTED, now, stale_before=None)
-    ]
-    return ended
+def reaper_add(what: str, reap: Callable[[], list[int]]) -> None:
+    """Have the reaper call `reap()` every round (once, however often ready() runs)."""
+    if (what, reap) not in _reapers:
+        _reapers.append((what, reap))
 
 
-def _end(
-    run_id: int, expected: str, error: str, now: dt.datetime, *, stale_before: dt.datetime | None
-) -> bool:
-    still = Q(pk=run_id, status=expected)
-    if stale_before is not None:
-        # Re-check the heartbeat in the UPDATE itself: a beat that landed since we looked wins.
-        still &= Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True)
-    if not Run.objects.filter(still).update(status=RunStatus.FAILED, error=error, finished_at=now):
-        return False
-    run = Run.objects.get(pk=run_id)
-    if run.started_at is None:
-        Run.objects.filter(pk=run_id).update(started_at=now)
-        run.started_at = now
-    logger.warning(
-        "run reaped", extra={"run_id": run_id, "was": expected, "worker": run.worker or None}
-    )
-    publish_run_event(run_id, status_event(run))
-    return True
+def reapers() -> list[Reaper]:
+    """The reap functions, in the order the apps added them (INSTALLED_APPS)."""
+    return list(_reapers)
 
 
 class ReaperThread(threading.Thread):
-    """Calls `runs_reap()` every REAPER_INTERVAL_S until `stop()`; survives database outages."""
+    """Calls every reaper every REAPER_INTERVAL_S until `stop()`; survives database outages."""
 
     def __init__(self) -> None:
         super().__init__(name="run-reaper", daemon=True)
@@ -89,8 +48,8 @@ class ReaperThread(threading.Thread):
         while not self._stop_event.wait(interval):
             close_old_connections()
             try:
-                runs_reap()
-                changes_reap()
+                for _, reap in reapers():
+                    reap()
             except Exception as exc:  # PostgreSQL restarting: try again next round
                 logger.warning("reaper round failed", extra={"error": repr(exc)})
                 connection.close()

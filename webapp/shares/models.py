@@ -38,7 +38,7 @@ class Share(models.Model):
     # The run whose output is shared: its images are shown with it (a run's images never
     # change once stored). Null unless output is included.
     output_run = models.ForeignKey(
-        "queries.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)

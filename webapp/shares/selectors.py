@@ -7,9 +7,9 @@ from django.db.models import QuerySet
 from django.http import Http404
 from django.urls import reverse
 
-from webapp.queries.images import get_run_image, run_image_payloads
-from webapp.queries.models import RunImage
-from webapp.queries.payloads import ImagePayload
+from webapp.runs.images import get_run_image, run_image_payloads
+from webapp.runs.models import RunImage
+from webapp.runs.payloads import ImagePayload
 from webapp.shares.models import Share
 
 

@@ -9,8 +9,9 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from webapp.queries.models import Query, Run
-from webapp.queries.selectors import run_output_text
+from webapp.queries.models import Query
+from webapp.runs.models import Run
+from webapp.runs.selectors import run_output_text
 from webapp.shares.models import Share
 
 logger = logging.getLogger(__name__)

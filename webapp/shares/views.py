@@ -11,8 +11,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from webapp.accounts.authed import AuthedHttpRequest
-from webapp.queries.images import image_response
 from webapp.queries.selectors import get_query_for_user
+from webapp.runs.images import image_response
 from webapp.shares import services
 from webapp.shares.selectors import (
     get_live_share,

@@ -34,7 +34,7 @@ from executor import (
     sandbox_host_uid,
 )
 from webapp.executor_glue import ensure_executor
-from webapp.queries.models import Run
+from webapp.runs.models import Run
 from webapp.workspaces import decisions
 from webapp.workspaces.jobs import KindJob, allow_private
 from webapp.workspaces.models import ChangeStatus, PendingChange, control_base

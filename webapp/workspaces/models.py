@@ -9,7 +9,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import models
 
-from webapp.queries.models import Query, Run
+from webapp.queries.models import Query
+from webapp.runs.models import Run
 
 
 def workspaces_root() -> Path:

@@ -15,7 +15,7 @@ import logging
 from django.utils import timezone
 
 from executor import Reservation
-from webapp.queries.models import RunStatus
+from webapp.runs.models import RunStatus
 from webapp.workspaces.models import OPEN_STATUSES, ChangeStatus, PendingChange
 from webapp.workspaces.services import workspace_for_query, workspace_fs
 

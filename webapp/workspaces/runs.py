@@ -1,6 +1,6 @@
 """Each query kind mapped to its executor lifecycle (executor/kinds), plus the rows it leaves.
 
-Called by webapp.queries.execution on the worker, around the one sandbox run:
+Called by webapp.runs.execution on the worker, around the one sandbox run:
 
     with kind_job(run, spec, limits) as job:
         result = executor.run(job.spec, limits=job.limits, mounts=job.mounts, ...)
@@ -28,8 +28,8 @@ from executor import (
     with_forward_output,
 )
 from webapp.executor_glue import ensure_executor
-from webapp.queries.models import Run, RunDirection, RunStatus
-from webapp.queries.selectors import run_output_text
+from webapp.runs.models import Run, RunDirection, RunStatus
+from webapp.runs.selectors import run_output_text
 from webapp.workspaces.db_runs import db_job
 from webapp.workspaces.jobs import KindJob, allow_private
 from webapp.workspaces.models import ChangeStatus, PendingChange, control_base

@@ -6,11 +6,12 @@ import os
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.http import Http404
+from django.http import Http404, HttpRequest
 from django.utils import timezone
 
 from webapp import llm
-from webapp.queries.models import Query, Run, RunDirection, RunStatus
+from webapp.queries.models import Query
+from webapp.runs.models import Run, RunDirection, RunStatus
 from webapp.workspaces.models import PendingChange, Workspace
 from webapp.workspaces.services import workspace_for_query
 
@@ -31,6 +32,12 @@ def get_change_for_user(user: User | AnonymousUser, change_id: int) -> PendingCh
 
 def change_latest_for_query(query: Query) -> PendingChange | None:
     return PendingChange.objects.filter(run__query=query).order_by("-created_at", "-id").first()
+
+
+def query_page_workspace(request: HttpRequest, query: Query) -> dict[str, Any]:
+    """The query page's section (webapp.queries.sections): the fs/db/rest panel in the first
+    HTML, as the panel view renders it; nothing for a python query."""
+    return workspace_panel_for_query(query) if query.kind != "python" else {}
 
 
 def workspace_panel_for_query(query: Query) -> dict[str, Any]:

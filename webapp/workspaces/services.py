@@ -17,9 +17,10 @@ from django.utils import timezone
 from executor import FsWorkspace, InvalidSpec, NothingPending, WorkspaceBusy, sandbox_host_uid
 from webapp import llm
 from webapp.executor_glue import ensure_executor
-from webapp.queries.models import Query, Run
-from webapp.queries.payloads import ChangePayload, ChangeUpdatedEvent
-from webapp.queries.publish import publish_run_event
+from webapp.queries.models import Query
+from webapp.runs.models import Run
+from webapp.runs.payloads import ChangePayload, ChangeUpdatedEvent
+from webapp.runs.publish import publish_run_event
 from webapp.workspaces import decisions, uploads
 from webapp.workspaces.models import ChangeStatus, PendingChange, Workspace
 

@@ -15,8 +15,9 @@ from django.views.decorators.http import require_GET, require_POST
 from executor import ExecutorError
 from webapp import llm
 from webapp.queries import services as query_services
-from webapp.queries.models import Query, Run, RunDirection, RunStatus
+from webapp.queries.models import Query
 from webapp.queries.selectors import get_query_for_user
+from webapp.runs.models import Run, RunDirection, RunStatus
 from webapp.workspaces import services
 from webapp.workspaces.models import PendingChange
 from webapp.workspaces.runs import forward_output

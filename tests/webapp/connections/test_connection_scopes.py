@@ -8,8 +8,9 @@ import pytest
 from tests.factories import QueryFactory
 from tests.fakes.llm_server import tool_call
 from tests.webapp.connections.oauth_setup import generic_provider, sign_in
-from webapp.queries import services
-from webapp.queries.models import RunStatus
+from webapp.queries import services as query_services
+from webapp.runs import services
+from webapp.runs.models import RunStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -87,7 +88,7 @@ def test_the_model_hears_the_granted_scopes_and_the_query_keeps_the_ones_it_need
             }
         )
     )
-    query = services.query_create(
+    query = query_services.query_create(
         owner=owner,
         prompt="add an item called tea",
         credential_names=["ITEMS_TOKEN"],

@@ -38,8 +38,8 @@ from tests.local_servers import celery_worker_argv
 from tests.servers import RedisServer
 from tests.webapp.connections.oauth_setup import generic_provider, sign_in
 from webapp.asgi import application
-from webapp.queries.models import RunChunk
 from webapp.redis_client import cache_settings
+from webapp.runs.models import RunChunk
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 
@@ -246,7 +246,7 @@ def _start_run(user: Any, query_id: int) -> int:
     client = Client()
     client.force_login(user)
     response = client.post(
-        reverse("queries:run-create", args=[query_id]),
+        reverse("runs:run-create", args=[query_id]),
         json.dumps({"direction": "forward", "credentials": {"CANARY_TOKEN": CANARY}}),
         content_type="application/json",
     )

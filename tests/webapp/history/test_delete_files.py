@@ -13,11 +13,11 @@ from django.urls import reverse
 
 from executor import quota
 from tests.factories import QueryFactory
-from tests.webapp.queries.conftest import sandbox_backend, threads_runner  # noqa: F401
+from tests.webapp.runs.conftest import sandbox_backend, threads_runner  # noqa: F401
 from tests.webapp.workspaces.conftest import workspaces_root  # noqa: F401
 from webapp.history import services as history
-from webapp.queries import runner, services
 from webapp.queries.models import Query
+from webapp.runs import runner, services
 from webapp.workspaces import services as ws
 from webapp.workspaces.models import ChangeStatus, PendingChange, Workspace
 

@@ -12,7 +12,8 @@ from django.utils import timezone
 from tests.factories import QueryFactory, RunFactory
 from tests.webapp.shares.factories import ShareFactory
 from webapp.credentials.handoff import credentials_take
-from webapp.queries.models import Query, Run, RunDirection, RunStatus
+from webapp.queries.models import Query
+from webapp.runs.models import Run, RunDirection, RunStatus
 
 pytestmark = pytest.mark.django_db
 

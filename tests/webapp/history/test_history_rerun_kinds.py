@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from tests.factories import QueryFactory
-from webapp.queries.models import Run
+from webapp.runs.models import Run
 
 pytestmark = pytest.mark.django_db
 

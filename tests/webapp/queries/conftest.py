@@ -1,28 +1,4 @@
-"""Fixtures for running real code: the embedded thread runner on the real bwrap sandbox."""
+"""The query pages' tests that run code use the runs' fixtures: a real sandbox, the thread
+runner."""
 
-from __future__ import annotations
-
-from collections.abc import Iterator
-
-import pytest
-from django.test import override_settings
-
-from webapp.executor_glue import ensure_executor, reset_executor
-from webapp.queries import runner
-
-
-@pytest.fixture(scope="session")
-def sandbox_backend():
-    """The real sandbox, configured from settings once for the session (as in production)."""
-    reset_executor()
-    backend = ensure_executor()
-    yield backend
-    runner.shutdown()
-
-
-@pytest.fixture
-def threads_runner(sandbox_backend, transactional_db) -> Iterator[None]:
-    """Embedded mode: runs execute on the in-process pool and commit for real."""
-    with override_settings(RUNNER="threads"):
-        yield
-    runner.shutdown()
+from tests.webapp.runs.conftest import sandbox_backend, threads_runner  # noqa: F401

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from tests.factories import QueryFactory
 from webapp.queries import views
-from webapp.queries.models import Run
+from webapp.runs.models import Run
 
 DEEP = b'{"forward_code": "print(1)", "extra": ' + b"[" * 5000 + b"]" * 5000 + b"}"
 HUGE_INT = b'{"forward_code": "print(1)", "extra": ' + b"7" * 5000 + b"}"
@@ -18,7 +18,7 @@ BODIES = pytest.mark.parametrize(
     ("raw", "message"),
     [(DEEP, "nested too deeply"), (HUGE_INT, "number longer than 4300 digits")],
 )
-CALLS = pytest.mark.parametrize("url_name", ["queries:query-save", "queries:run-create"])
+CALLS = pytest.mark.parametrize("url_name", ["queries:query-save", "runs:run-create"])
 
 
 def post(client: Client, url_name: str, query_id: int, raw: bytes):

@@ -9,8 +9,9 @@ from django.urls import reverse
 
 from tests.factories import QueryFactory, RunFactory
 from tests.fakes.llm_server import error, tool_call
-from webapp.queries import runner
-from webapp.queries.models import Query, Run, RunStatus
+from webapp.queries.models import Query
+from webapp.runs import runner
+from webapp.runs.models import Run, RunStatus
 
 PROPOSAL = {
     "forward_code": "print('generated forward')",
@@ -90,7 +91,7 @@ def test_the_run_endpoint_saves_the_editor_and_runs_it(owner_client, owner) -> N
     query = QueryFactory(owner=owner, forward_code="print('old')\n")
     response = post_json(
         owner_client,
-        reverse("queries:run-create", args=[query.pk]),
+        reverse("runs:run-create", args=[query.pk]),
         {"direction": "forward", "forward_code": "print('new')\n", "credentials": {}},
     )
     body = response.json()
@@ -99,7 +100,7 @@ def test_the_run_endpoint_saves_the_editor_and_runs_it(owner_client, owner) -> N
     assert runner.wait(body["run"]["run_id"], 30)
     run = Run.objects.get(pk=body["run"]["run_id"])
     assert (run.code, run.status) == ("print('new')\n", RunStatus.SUCCEEDED)
-    listing = owner_client.get(reverse("queries:run-list", args=[query.pk])).content.decode()
+    listing = owner_client.get(reverse("runs:run-list", args=[query.pk])).content.decode()
     assert f"#{run.pk}" in listing
 
 
@@ -109,11 +110,11 @@ def test_the_run_endpoint_saves_the_editor_and_runs_it(owner_client, owner) -> N
         ("queries:query-detail", "get", "query"),
         ("queries:query-save", "post", "query"),
         ("queries:query-regenerate", "post", "query"),
-        ("queries:run-create", "post", "query"),
-        ("queries:run-list", "get", "query"),
-        ("queries:run-detail", "get", "run"),
-        ("queries:run-cancel", "post", "run"),
-        ("queries:run-fix", "post", "run"),
+        ("runs:run-create", "post", "query"),
+        ("runs:run-list", "get", "query"),
+        ("runs:run-detail", "get", "run"),
+        ("runs:run-cancel", "post", "run"),
+        ("runs:run-fix", "post", "run"),
     ],
 )
 def test_a_stranger_gets_404_everywhere(stranger_client, owner, name, method, target) -> None:

@@ -9,8 +9,11 @@ import pytest
 from tests.factories import QueryFactory, UserFactory
 from tests.fakes.llm_server import error, tool_call
 from webapp import llm
-from webapp.queries import runner, services
-from webapp.queries.models import Query, RunStatus
+from webapp.queries import services
+from webapp.queries.models import Query
+from webapp.runs import runner
+from webapp.runs import services as run_services
+from webapp.runs.models import RunStatus
 
 PROPOSAL = {
     "forward_code": "print('hi')",
@@ -66,12 +69,12 @@ def test_a_fix_request_carries_the_masked_error_and_never_a_credential_value(fak
         forward_code="import os\nprint(os.environ['SLACK_TOKEN'])\nraise ValueError('boom')\n",
         credential_names=["SLACK_TOKEN"],
     )
-    run = services.query_run(query=query, credentials={"SLACK_TOKEN": SECRET})
+    run = run_services.query_run(query=query, credentials={"SLACK_TOKEN": SECRET})
     assert runner.wait(run.pk, 30)
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED
     fake_llm.script(tool_call({"code": "print('fixed')", "explanation": "No error now."}))
-    fix = services.run_propose_fix(run=run)
+    fix = run_services.run_propose_fix(run=run)
     sent = json.dumps(fake_llm.requests)
     assert fix.code == "print('fixed')\n"
     assert "ValueError: boom" in sent

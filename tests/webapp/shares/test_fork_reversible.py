@@ -10,7 +10,8 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.factories import QueryFactory, UserFactory
-from webapp.queries.models import Query, Run
+from webapp.queries.models import Query
+from webapp.runs.models import Run
 from webapp.shares import services
 from webapp.shares.models import Share
 
@@ -37,7 +38,7 @@ def fork_through_the_pages(owner, query) -> tuple[Client, Query]:
 
 def start_forward_run(client: Client, query: Query) -> int:
     response = client.post(
-        reverse("queries:run-create", args=[query.pk]),
+        reverse("runs:run-create", args=[query.pk]),
         data=json.dumps({"credentials": {}, "direction": "forward"}),
         content_type="application/json",
     )

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from tests.factories import QueryFactory, RunChunkFactory, RunFactory
-from webapp.queries.models import RunStatus
+from webapp.runs.models import RunStatus
 from webapp.shares.models import Share
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,8 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.factories import QueryFactory, RunFactory
-from webapp.queries.images import IMAGE_CSP
-from webapp.queries.models import RunImage, RunStatus
+from webapp.runs.images import IMAGE_CSP
+from webapp.runs.models import RunImage, RunStatus
 from webapp.shares.models import Share
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,8 @@ from django.urls import reverse
 
 from tests.factories import QueryFactory, RunChunkFactory, RunFactory
 from tests.webapp.shares.factories import ShareFactory
-from webapp.queries.models import Query, RunStatus
+from webapp.queries.models import Query
+from webapp.runs.models import RunStatus
 from webapp.shares.models import Share
 
 pytestmark = pytest.mark.django_db

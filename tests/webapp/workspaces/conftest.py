@@ -11,7 +11,7 @@ import pytest
 from django.test import override_settings
 
 from tests.quota_mounts import unmount_under
-from tests.webapp.queries.conftest import sandbox_backend, threads_runner  # noqa: F401
+from tests.webapp.runs.conftest import sandbox_backend, threads_runner  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[3]
 

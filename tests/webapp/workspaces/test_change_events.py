@@ -11,10 +11,10 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.sessions.models import Session
 
 from tests.factories import QueryFactory, UserFactory
-from tests.webapp.queries.test_run_consumer import ORIGIN, TIMEOUT, session_cookie
-from tests.webapp.queries.waiting import wait_until
+from tests.webapp.runs.test_run_consumer import ORIGIN, TIMEOUT, session_cookie
+from tests.webapp.runs.waiting import wait_until
 from webapp.asgi import application
-from webapp.queries import services
+from webapp.runs import services
 from webapp.workspaces import services as ws
 from webapp.workspaces.models import ChangeStatus, PendingChange
 

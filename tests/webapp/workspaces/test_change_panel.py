@@ -7,9 +7,9 @@ import pytest
 from django.urls import reverse
 
 from tests.factories import QueryFactory, RunFactory
-from tests.webapp.queries.waiting import wait_until
-from webapp.queries import services
-from webapp.queries.models import RunStatus
+from tests.webapp.runs.waiting import wait_until
+from webapp.runs import services
+from webapp.runs.models import RunStatus
 from webapp.workspaces.models import ChangeStatus, PendingChange
 
 pytestmark = pytest.mark.usefixtures("workspaces_root")

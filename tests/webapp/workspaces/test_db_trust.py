@@ -17,8 +17,8 @@ import pytest
 from executor.kinds import db_postgres
 from tests.factories import QueryFactory
 from tests.servers import PASSWORD, PostgresDatabase, PostgresServer
-from webapp.queries import runner, services
-from webapp.queries.models import Run, RunStatus
+from webapp.runs import runner, services
+from webapp.runs.models import Run, RunStatus
 from webapp.workspaces import db_runs as workspace_db_runs
 from webapp.workspaces import services as ws
 from webapp.workspaces.models import ChangeStatus, PendingChange

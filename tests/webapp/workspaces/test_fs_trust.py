@@ -18,8 +18,9 @@ from executor import quota
 from executor.kinds import fs_apply, fs_listing, fs_tree, fs_walk
 from tests.factories import QueryFactory
 from tests.setuid_elf import STRANGER, euid_as_stranger
-from webapp.queries import runner, services
-from webapp.queries.models import Query, Run, RunStatus
+from webapp.queries.models import Query
+from webapp.runs import runner, services
+from webapp.runs.models import Run, RunStatus
 from webapp.workspaces import services as ws
 from webapp.workspaces.models import ChangeStatus, PendingChange
 

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from tests.factories import QueryFactory, RunFactory
-from webapp.queries.models import RunStatus
+from webapp.runs.models import RunStatus
 from webapp.workspaces import services as ws
 from webapp.workspaces.models import ChangeStatus, PendingChange
 from webapp.workspaces.reaper import HOLDER_LOST, changes_reap

@@ -12,9 +12,9 @@ from django.test import override_settings
 
 from executor.kinds.errors import NothingPending
 from tests.factories import QueryFactory
-from tests.webapp.queries.waiting import wait_until
-from webapp.queries import runner, services
-from webapp.queries.models import Run, RunDirection, RunStatus
+from tests.webapp.runs.waiting import wait_until
+from webapp.runs import runner, services
+from webapp.runs.models import Run, RunDirection, RunStatus
 from webapp.workspaces import services as ws
 from webapp.workspaces.models import ChangeStatus, PendingChange
 

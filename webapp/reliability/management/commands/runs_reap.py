@@ -7,8 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from webapp.reliability.reaper import ReaperThread, runs_reap
-from webapp.workspaces.reaper import changes_reap
+from webapp.reliability.reaper import ReaperThread, reapers
 
 
 class Command(BaseCommand):
@@ -19,10 +18,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not options["loop"]:
-            ended = runs_reap()
-            self.stdout.write(f"ended {len(ended)} run(s): {ended}")
-            changes = changes_reap()
-            self.stdout.write(f"ended {len(changes)} orphaned change(s): {changes}")
+            for what, reap in reapers():
+                ended = reap()
+                self.stdout.write(f"ended {len(ended)} {what}: {ended}")
             return
         thread = ReaperThread()
         thread.start()

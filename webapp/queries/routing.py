@@ -1,7 +1,0 @@
-from django.urls import path
-
-from webapp.queries.consumers import RunConsumer
-
-websocket_urlpatterns = [
-    path("ws/runs/<int:run_id>/", RunConsumer.as_asgi()),
-]

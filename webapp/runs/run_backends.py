@@ -1,0 +1,114 @@
+"""Where web runs execute, chosen by one setting as Django chooses its EMAIL_BACKEND.
+
+`settings.RUNNER` names a backend class by dotted path; "threads" and "celery" are short names
+for the two that ship. The rest of the app calls `runner_backend()` and never asks which one is
+on. Both carry a Stop the same way (webapp.runs.stops), which the run's watcher polls; the
+threads backend also kills a sandbox it holds at once.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Protocol
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
+from django.utils.module_loading import import_string
+
+from webapp.queries.models import QueryKind
+from webapp.runs.stops import stop_clear, stop_requested, stop_send
+
+SHORT_NAMES = {
+    "threads": "webapp.runs.run_backends.ThreadsRunner",
+    "celery": "webapp.runs.run_backends.CeleryRunner",
+}
+
+
+class RunnerBackend(Protocol):
+    # Whether runs execute in other processes, which only a shared channel layer and a shared
+    # cache can reach (`manage.py check` refuses the in-memory ones then).
+    out_of_process: bool
+
+    def submit(self, run_id: int, *, owner_id: int, kind: str) -> None:
+        """Execute the run once the current transaction commits."""
+
+    def cancel(self, run_id: int) -> None:
+        """Stop the run wherever it executes."""
+
+    def cancel_requested(self, run_id: int) -> bool:
+        """Has a Stop been sent for the run?"""
+
+    def clear(self, run_id: int) -> None:
+        """Forget the run's Stop (it has ended)."""
+
+
+class _StopFlags:
+    """The Stop as a cache flag (webapp.runs.stops): every backend's cancel_requested/clear."""
+
+    def cancel(self, run_id: int) -> None:
+        stop_send(run_id)
+
+    def cancel_requested(self, run_id: int) -> bool:
+        return stop_requested(run_id)
+
+    def clear(self, run_id: int) -> None:
+        stop_clear(run_id)
+
+
+class ThreadsRunner(_StopFlags):
+    """The embedded mode: a fair thread pool in the web process (webapp.runs.runner)."""
+
+    out_of_process = False
+
+    def submit(self, run_id: int, *, owner_id: int, kind: str) -> None:
+        from webapp.runs import runner
+
+        transaction.on_commit(lambda: runner.submit(run_id, owner_id=owner_id))
+
+    def cancel(self, run_id: int) -> None:
+        from webapp.runs import runner
+
+        super().cancel(run_id)
+        runner.cancel(run_id)  # kills the sandbox now instead of at the watcher's next look
+
+
+class CeleryRunner(_StopFlags):
+    """Production: Celery workers, fs/db/rest runs on the queue of the workers that can run
+    them (RUNS_KINDS_QUEUE)."""
+
+    out_of_process = True
+
+    def submit(self, run_id: int, *, owner_id: int, kind: str) -> None:
+        from webapp.runs.tasks import execute_run
+
+        queue = run_queue(kind)
+        transaction.on_commit(lambda: execute_run.apply_async((run_id,), queue=queue))
+
+
+def run_queue(kind: str) -> str | None:
+    """The Celery queue for a run of `kind`; None is the default queue.
+
+    The fs, db and rest kinds bind host folders into their sandboxes, which only the bwrap
+    backend does; UNDOABLE_KINDS_QUEUE sends them to the workers that run it (compose:
+    worker-kinds), while plain Python runs may go to Docker-backend workers.
+    """
+    if kind != QueryKind.PYTHON and settings.RUNS_KINDS_QUEUE:
+        return str(settings.RUNS_KINDS_QUEUE)
+    return None
+
+
+def runner_backend() -> RunnerBackend:
+    """The configured backend (read on each call, so tests may switch settings.RUNNER)."""
+    return _backend(SHORT_NAMES.get(settings.RUNNER, settings.RUNNER))
+
+
+@functools.cache
+def _backend(path: str) -> RunnerBackend:
+    try:
+        backend: RunnerBackend = import_string(path)()
+    except ImportError as exc:
+        raise ImproperlyConfigured(
+            f"UNDOABLE_RUNNER={path!r}: not 'threads', 'celery' or a runner backend's dotted path"
+        ) from exc
+    return backend

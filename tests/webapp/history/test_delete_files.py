@@ -18,6 +18,7 @@ from tests.webapp.workspaces.conftest import workspaces_root  # noqa: F401
 from webapp.history import services as history
 from webapp.queries.models import Query
 from webapp.runs import runner, services
+from webapp.workspaces import removal
 from webapp.workspaces import services as ws
 from webapp.workspaces.models import ChangeStatus, PendingChange, Workspace
 
@@ -117,7 +118,8 @@ def test_sabotage_without_the_unmount_the_pending_tmpfs_stays_mounted(
     monkeypatch,
     workspaces_root,  # noqa: F811
 ) -> None:
-    monkeypatch.setattr(quota, "unmount", lambda path: None)
+    # The deletion reaches the unmount through the executor's top-level name.
+    monkeypatch.setattr(removal, "quota_unmount", lambda path: None)
     workspace = with_a_pending_fs_change(QueryFactory(owner=owner, kind="fs", forward_code=WRITES))
     history.query_delete(query=workspace.query)
     assert mounted_under(workspaces_root) != []

@@ -88,6 +88,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "ninja",  # its Swagger UI files, served from here (the API docs use no CDN)
     "social_django",
     "webapp.accounts",
     "webapp.queries",

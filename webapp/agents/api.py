@@ -7,16 +7,11 @@ rewritten here so clients see one shape.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
-from typing import Any
 
-import ninja
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.template.loader import render_to_string
-from ninja import NinjaAPI
+from ninja import NinjaAPI, Swagger
 from ninja.errors import AuthenticationError, HttpError, ValidationError
-from ninja.openapi.docs import DocsBase
 
 from webapp.agents.auth import TokenAuth
 from webapp.agents.exec_api import router as exec_router
@@ -26,26 +21,6 @@ from webapp.agents.sessions_api import router as sessions_router
 
 logger = logging.getLogger(__name__)
 
-# Swagger UI's files ship inside the ninja package; we serve them ourselves so /api/docs works
-# with no CDN and without adding "ninja" to INSTALLED_APPS.
-_ASSET_DIR = Path(ninja.__file__).parent / "static" / "ninja"
-_ASSETS = {
-    "swagger-ui.css": "text/css",
-    "swagger-ui-bundle.js": "text/javascript",
-    "swagger-ui-init.js": "text/javascript",
-    "favicon.png": "image/png",
-}
-
-
-class OfflineSwagger(DocsBase):
-    def render_page(self, request: HttpRequest, api: NinjaAPI, **kwargs: Any) -> HttpResponse:
-        context = {
-            "title": api.title,
-            "settings": {"url": self.get_openapi_url(api, kwargs), "layout": "BaseLayout"},
-        }
-        return HttpResponse(render_to_string("agents/api_docs.html", context, request=request))
-
-
 api = NinjaAPI(
     title="Undoable API",
     version="1",
@@ -53,20 +28,12 @@ api = NinjaAPI(
     "protocol) and stateful sessions. Authenticate with `Authorization: Bearer <token>`.",
     urls_namespace="api",
     auth=TokenAuth(),
-    docs=OfflineSwagger(),
+    # Swagger UI from the files ninja ships ("ninja" is an installed app): no CDN.
+    docs=Swagger(),
     parser=JsonBodyParser(),
 )
 api.add_router("/v1", exec_router)
 api.add_router("/v1/sessions", sessions_router)
-
-
-@api.get("/docs/assets/{name}", auth=None, include_in_schema=False, url_name="docs-asset")
-def docs_asset(request: HttpRequest, name: str) -> HttpResponse:
-    if name not in _ASSETS:
-        raise Http404(name)
-    response = HttpResponse((_ASSET_DIR / name).read_bytes(), content_type=_ASSETS[name])
-    response["Cache-Control"] = "public, max-age=86400"
-    return response
 
 
 def error_response(status: int, message: str, *, retry_after_s: int | None = None) -> JsonResponse:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import importlib
 import logging
 import threading
 from collections.abc import Iterator, Sequence
@@ -22,6 +21,7 @@ from webapp.executor_glue import ensure_executor
 from webapp.reliability import conf
 from webapp.reliability.workers import current_worker
 from webapp.runs.images import run_images_store
+from webapp.runs.jobs import KindJob, run_job_for
 from webapp.runs.models import Run, RunStatus
 from webapp.runs.publish import publish_run_event
 from webapp.runs.sink import OutputSink
@@ -31,17 +31,13 @@ from webapp.runs.stops import STOP_POLL_INTERVAL_S, stop_clear, stop_requested
 logger = logging.getLogger(__name__)
 
 
-def run_job(run: Run, *, env: dict[str, str]) -> contextlib.AbstractContextManager[Any]:
-    """The run's job: `.spec`, `.limits`, `.mounts` to start, `.finish(result)` after.
-
-    Kinds other than python get theirs from `webapp.workspaces.runs.kind_job` (the executor's
-    fs, db and rest lifecycles); it is looked up by name so this app does not import that one.
-    """
+def run_job(run: Run, *, env: dict[str, str]) -> contextlib.AbstractContextManager[KindJob]:
+    """The run's job: `.spec`, `.limits`, `.mounts` to start, `.finish(result)` after (the fs, db
+    and rest kinds' come from the job sources webapp.workspaces registers: webapp.runs.jobs)."""
     spec = RunSpec(code=run.code, language=run.language, env=env)
     caps = executor.caps()
     limits = caps.narrowed(max_output_bytes=min(caps.max_output_bytes, run.output_cap_bytes))
-    hook = importlib.import_module("webapp.workspaces.runs")
-    return hook.kind_job(run, spec, limits)  # type: ignore[no-any-return]
+    return run_job_for(run, spec, limits)
 
 
 def run_execute(*, run_id: int, cancel: CancelToken) -> None:

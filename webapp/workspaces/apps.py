@@ -8,8 +8,14 @@ class WorkspacesConfig(AppConfig):
     def ready(self) -> None:
         from webapp.queries.sections import query_page_section_add
         from webapp.reliability.reaper import reaper_add
+        from webapp.runs.jobs import job_source_add
+        from webapp.workspaces.db_runs import db_job
         from webapp.workspaces.reaper import changes_reap
+        from webapp.workspaces.runs import fs_job, rest_job
         from webapp.workspaces.selectors import query_page_workspace
 
         query_page_section_add(query_page_workspace)
         reaper_add("orphaned change(s)", changes_reap)
+        job_source_add("fs", fs_job)
+        job_source_add("db", db_job)
+        job_source_add("rest", rest_job)

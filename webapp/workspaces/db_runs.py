@@ -34,9 +34,10 @@ from executor import (
     sandbox_host_uid,
 )
 from webapp.executor_glue import ensure_executor
+from webapp.runs.jobs import KindJob
 from webapp.runs.models import Run
 from webapp.workspaces import decisions
-from webapp.workspaces.jobs import KindJob, allow_private
+from webapp.workspaces.jobs import allow_private
 from webapp.workspaces.models import ChangeStatus, PendingChange, control_base
 from webapp.workspaces.services import (
     change_set,

@@ -28,25 +28,14 @@ from executor import (
     with_forward_output,
 )
 from webapp.executor_glue import ensure_executor
+from webapp.runs.jobs import KindJob
 from webapp.runs.models import Run, RunDirection, RunStatus
 from webapp.runs.selectors import run_output_text
-from webapp.workspaces.db_runs import db_job
-from webapp.workspaces.jobs import KindJob, allow_private
+from webapp.workspaces.jobs import allow_private
 from webapp.workspaces.models import ChangeStatus, PendingChange, control_base
 from webapp.workspaces.services import change_set, workspace_for_query, workspace_fs
 
 logger = logging.getLogger(__name__)
-
-
-@contextlib.contextmanager
-def kind_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
-    kind = run.query.kind
-    chosen = {"rest": _rest_job, "fs": _fs_job, "db": db_job}.get(kind)
-    if chosen is None:
-        yield KindJob(spec, limits)
-        return
-    with chosen(run, spec, limits) as job:
-        yield job
 
 
 def forward_output(run: Run) -> str:
@@ -62,7 +51,7 @@ def forward_output(run: Run) -> str:
 
 
 @contextlib.contextmanager
-def _rest_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
+def rest_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
     spec = dataclasses.replace(spec, allowed_hosts=tuple(run.query.hosts))
     if run.direction == RunDirection.REVERSE:
         spec = with_forward_output(spec, forward_output(run))
@@ -82,7 +71,7 @@ def _rest_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
 
 
 @contextlib.contextmanager
-def _fs_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
+def fs_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
     workspace = workspace_for_query(run.query)
     uid = sandbox_host_uid(ensure_executor())
     # WorkspaceBusy here fails the run with its message ("in use by run N").

@@ -11,8 +11,13 @@ Stream = Literal["stdout", "stderr"]
 # The limit that stopped a run, as the exec JSON contract names it (docs: DESIGN.md).
 LimitName = Literal["wall_time", "cpu_time", "memory", "output", "pids", "file_size"]
 LIMIT_NAMES: tuple[LimitName, ...] = (
-    "wall_time", "cpu_time", "memory", "output", "pids", "file_size"
-)  # fmt: skip
+    "wall_time",
+    "cpu_time",
+    "memory",
+    "output",
+    "pids",
+    "file_size",
+)
 
 
 @dataclass(frozen=True)

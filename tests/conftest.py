@@ -32,8 +32,7 @@ OPTIONAL = {
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if any(SANDBOX_FIXTURES & set(getattr(item, "fixturenames", ()))
-           for item in session.items):  # fmt: skip
+    if any(SANDBOX_FIXTURES & set(getattr(item, "fixturenames", ())) for item in session.items):
         problems = prerequisites.sandbox_problems()
         if problems:
             pytest.exit("; ".join(problems), returncode=MISSING)

@@ -51,5 +51,14 @@ print(session.session_key)
 def celery_worker_argv(*options: str) -> list[str]:
     """A Celery worker of the app with this interpreter (gossip and mingle off: our workers
     need nothing from each other at start), plus `options`."""
-    return [sys.executable, "-m", "celery", "-A", "webapp", "worker",
-            "--without-gossip", "--without-mingle", *options]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "webapp",
+        "worker",
+        "--without-gossip",
+        "--without-mingle",
+        *options,
+    ]

@@ -93,10 +93,16 @@ class DockerImage:
                 say(f"building the Docker sandbox image {SANDBOX_IMAGE} from {ROOTFS} ...")
                 started = time.monotonic()
                 done = subprocess.run(
-                    ["bash", str(REPO / "executor" / "image" / "import-image.sh"),
-                     str(ROOTFS), SANDBOX_IMAGE],
-                    capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                )  # fmt: skip
+                    [
+                        "bash",
+                        str(REPO / "executor" / "image" / "import-image.sh"),
+                        str(ROOTFS),
+                        SANDBOX_IMAGE,
+                    ],
+                    capture_output=True,
+                    text=True,
+                    stdin=subprocess.DEVNULL,
+                )
             if done.returncode != 0:
                 last = (done.stderr.strip().splitlines() or ["no output"])[-1]
                 return f"building {SANDBOX_IMAGE} failed: {last}"

@@ -89,9 +89,12 @@ class ServerRoot:
         # Own session: Ctrl-C in the terminal must not reach the watchdog.
         self._watchdog = subprocess.Popen(
             [sys.executable, "-m", "tests.servers", "--watch", str(self.path)],
-            cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self._stack = contextlib.ExitStack()
 
     def add(self, server: contextlib.AbstractContextManager[object]) -> None:
@@ -130,8 +133,10 @@ def survivors(root: Path, pids: set[int]) -> list[str]:
 def _watch(root: Path) -> None:
     """The watchdog: wait for pytest's end of the pipe to close, then stop what is left."""
     sys.stdin.buffer.read()
-    for pidfile, sig in ((root / "redis" / "redis.pid", signal.SIGTERM),
-                         (root / "pg" / "data" / "postmaster.pid", signal.SIGQUIT)):  # fmt: skip
+    for pidfile, sig in (
+        (root / "redis" / "redis.pid", signal.SIGTERM),
+        (root / "pg" / "data" / "postmaster.pid", signal.SIGQUIT),
+    ):
         with contextlib.suppress(OSError, ValueError, IndexError):
             os.kill(int(pidfile.read_text().split()[0]), sig)
     shutil.rmtree(root, ignore_errors=True)
@@ -170,14 +175,32 @@ class RedisServer:
 
         log = (self.folder / "redis.log").open("ab")
         self.process = subprocess.Popen(
-            [str(redis_binary()), "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--protected-mode", "no",
-             "--dir", str(self.folder), "--pidfile", str(self.folder / "redis.pid"),
-             # Its process title then names our folder (see `survivors`).
-             "--unixsocket", str(self.folder / "redis.sock"),
-             "--proc-title-template", "{title} {listen-addr} {unixsocket}"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                str(redis_binary()),
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--protected-mode",
+                "no",
+                "--dir",
+                str(self.folder),
+                "--pidfile",
+                str(self.folder / "redis.pid"),
+                # Its process title then names our folder (see `survivors`).
+                "--unixsocket",
+                str(self.folder / "redis.sock"),
+                "--proc-title-template",
+                "{title} {listen-addr} {unixsocket}",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         log.close()
         client = redis.Redis(port=self.port, socket_connect_timeout=1)
         process = self.process
@@ -253,9 +276,17 @@ class PostgresServer:
         if os.geteuid() == 0:
             shutil.chown(pwfile, "postgres", "postgres")
         _as_postgres(
-            str(self.bin / "initdb"), "-D", str(self.folder / "data"), "-U", "postgres",
-            "--auth=scram-sha-256", f"--pwfile={pwfile}", "-E", "UTF8", "--no-locale",
-        )  # fmt: skip
+            str(self.bin / "initdb"),
+            "-D",
+            str(self.folder / "data"),
+            "-U",
+            "postgres",
+            "--auth=scram-sha-256",
+            f"--pwfile={pwfile}",
+            "-E",
+            "UTF8",
+            "--no-locale",
+        )
         for attempt in range(3):  # the free port may be taken before the server binds it
             self.port = free_port()
             try:

@@ -127,8 +127,13 @@ def copy_tree(src: Path, dst: Path, *, uid: int | None = None, gid: int | None =
             elif stat.S_ISLNK(st.st_mode):
                 os.symlink(os.readlink(name, dir_fd=found.parent_fd), name, dir_fd=parent)
                 if uid is not None:
-                    os.chown(name, uid, gid if gid is not None else uid, dir_fd=parent,
-                             follow_symlinks=False)  # fmt: skip
+                    os.chown(
+                        name,
+                        uid,
+                        gid if gid is not None else uid,
+                        dir_fd=parent,
+                        follow_symlinks=False,
+                    )
     finally:
         while levels:
             _close_dir(levels.pop(), uid, gid)
@@ -187,7 +192,7 @@ def diff_entries(before: dict[str, Entry], after: dict[str, Entry]) -> list[FsCh
             changes.append(
                 FsChange(
                     rel, "deleted", old.kind, old.mode, None, old.size, refused=refused.get(rel, "")
-                )  # fmt: skip
+                )
             )
             continue
         mode = kept_mode(new.kind, new.mode) if new.kind in ("file", "dir") else new.mode

@@ -38,8 +38,9 @@ MAX_DIAGNOSTICS = 16 * 1024
 class DockerSessionSandbox(SessionChannel):
     """A session's container, driven over its attached socket."""
 
-    def __init__(self, backend: DockerBackend, container: SandboxContainer, pid: int,
-                 max_reply: int) -> None:  # fmt: skip
+    def __init__(
+        self, backend: DockerBackend, container: SandboxContainer, pid: int, max_reply: int
+    ) -> None:
         super().__init__(max_reply)
         self.backend = backend
         self.container = container
@@ -49,8 +50,15 @@ class DockerSessionSandbox(SessionChannel):
         self._ended = False
 
     @classmethod
-    def start(cls, backend: DockerBackend, *, session_id: str, workdir: str, limits: Limits,
-              lifetime_s: float) -> DockerSessionSandbox:  # fmt: skip
+    def start(
+        cls,
+        backend: DockerBackend,
+        *,
+        session_id: str,
+        workdir: str,
+        limits: Limits,
+        lifetime_s: float,
+    ) -> DockerSessionSandbox:
         config = {"rlimits": session_rlimits(limits), "max_output_bytes": limits.max_output_bytes}
         session = {
             "driver": session_sandbox.driver_source(),

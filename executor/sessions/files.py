@@ -47,8 +47,9 @@ def _parts(path: str) -> tuple[str, ...]:
 
 
 @contextmanager
-def _open_dir(root: str, parts: tuple[str, ...], *, create: bool = False,
-              owner: int | None = None) -> Iterator[int]:  # fmt: skip
+def _open_dir(
+    root: str, parts: tuple[str, ...], *, create: bool = False, owner: int | None = None
+) -> Iterator[int]:
     """An fd for root/parts, walking one component at a time without following links."""
     fd = os.open(root, _DIR_FLAGS)
     try:
@@ -77,8 +78,9 @@ def read_file(root: str, path: str, *, max_bytes: int) -> bytes:
         raise InvalidSpec("a file path is required")
     with _open_dir(root, parts[:-1]) as dir_fd:
         try:
-            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                         dir_fd=dir_fd)  # fmt: skip
+            fd = os.open(
+                parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
+            )
         except OSError:
             raise FileMissing(f"no such file: {path}") from None
     try:
@@ -109,12 +111,17 @@ def write_file(root: str, path: str, data: bytes, *, owner: int | None) -> None:
         raise WorkspaceFull(f"no room left in the workspace for {path}") from None
 
 
-def _write_file(root: str, parts: tuple[str, ...], path: str, data: bytes, *,
-                owner: int | None) -> None:  # fmt: skip
+def _write_file(
+    root: str, parts: tuple[str, ...], path: str, data: bytes, *, owner: int | None
+) -> None:
     with _open_dir(root, parts[:-1], create=True, owner=owner) as dir_fd:
         tmp = f".upload-{uuid.uuid4().hex}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o644, dir_fd=dir_fd)  # fmt: skip
+        fd = os.open(
+            tmp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o644,
+            dir_fd=dir_fd,
+        )
         try:
             with os.fdopen(fd, "wb", closefd=False) as f:
                 f.write(data)

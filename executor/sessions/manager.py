@@ -76,8 +76,14 @@ class SessionConfig:
 class Session:
     """One live session. Thread-safe; commands run one at a time."""
 
-    def __init__(self, session_id: str, sandbox: SessionChannel, workdir: str,
-                 config: SessionConfig, uid: int | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        session_id: str,
+        sandbox: SessionChannel,
+        workdir: str,
+        config: SessionConfig,
+        uid: int | None,
+    ) -> None:
         self.id = session_id
         self.workdir = workdir
         self.config = config
@@ -219,8 +225,9 @@ class Session:
 class SessionManager:
     """Creates, finds and reaps the sessions of this process."""
 
-    def __init__(self, config: SessionConfig,
-                 on_close: Callable[[str, str], None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, config: SessionConfig, on_close: Callable[[str, str], None] | None = None
+    ) -> None:
         self.config = config
         self.on_close = on_close
         self._sessions: dict[str, Session] = {}
@@ -317,9 +324,10 @@ class SessionManager:
         now = time.monotonic()
         with self._cond:
             due = [
-                s for s in self._sessions.values()
+                s
+                for s in self._sessions.values()
                 if (s.expires_at <= now and not s._lock.locked()) or not s._sandbox.alive
-            ]  # fmt: skip
+            ]
         for session in due:
             lifetime_over = now >= session.created_at + self.config.max_lifetime_s
             reason = "expired" if lifetime_over else "idle"

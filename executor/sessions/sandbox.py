@@ -148,8 +148,14 @@ class SessionChannel(abc.ABC):
 class SessionSandbox(SessionChannel):
     """A session in a bwrap sandbox, driven over two pipes."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], cmd_w: int, reply_r: int,
-                 cgroup: SandboxCgroup | None, max_reply: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        cmd_w: int,
+        reply_r: int,
+        cgroup: SandboxCgroup | None,
+        max_reply: int,
+    ) -> None:
         super().__init__(max_reply)
         self.proc = proc
         self.cmd_w = cmd_w
@@ -157,8 +163,16 @@ class SessionSandbox(SessionChannel):
         self.cgroup = cgroup
 
     @classmethod
-    def start(cls, *, rootfs: str, workdir: str, limits: Limits, lifetime_s: float,
-              host_uid: int | None, cgroup_parents: dict[str, str]) -> SessionSandbox:  # fmt: skip
+    def start(
+        cls,
+        *,
+        rootfs: str,
+        workdir: str,
+        limits: Limits,
+        lifetime_s: float,
+        host_uid: int | None,
+        cgroup_parents: dict[str, str],
+    ) -> SessionSandbox:
         cgroup = SandboxCgroup.create(cgroup_parents) if cgroup_parents else None
         memory_cgroup = bool(cgroup and cgroup.has_memory)
         rlimits = program_rlimits(limits, memory_cgroup=memory_cgroup)

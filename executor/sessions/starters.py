@@ -27,8 +27,9 @@ class SessionStarter(Protocol):
     # The host uid the sandbox's program runs as: it owns the workspace and uploaded files.
     uid: int | None
 
-    def start(self, *, session_id: str, workdir: str, limits: Limits,
-              lifetime_s: float) -> SessionChannel: ...  # fmt: skip
+    def start(
+        self, *, session_id: str, workdir: str, limits: Limits, lifetime_s: float
+    ) -> SessionChannel: ...
 
     def close(self) -> None: ...
 
@@ -41,8 +42,9 @@ class BwrapStarter:
         self.uid = config.host_uid
         self._cgroup_parents = cgroups.available_parents() if config.use_cgroups else {}
 
-    def start(self, *, session_id: str, workdir: str, limits: Limits,
-              lifetime_s: float) -> SessionChannel:  # fmt: skip
+    def start(
+        self, *, session_id: str, workdir: str, limits: Limits, lifetime_s: float
+    ) -> SessionChannel:
         return SessionSandbox.start(
             rootfs=self.rootfs,
             workdir=workdir,
@@ -95,8 +97,9 @@ class DockerStarter:
                 os.chown(probe, self.uid or 0, self.uid or 0)
             code = "open('from-sandbox', 'w').write(open('from-host').read())"
             try:
-                sandbox = self.start(session_id="probe", workdir=probe, limits=limits,
-                                     lifetime_s=30.0)  # fmt: skip
+                sandbox = self.start(
+                    session_id="probe", workdir=probe, limits=limits, lifetime_s=30.0
+                )
                 try:
                     sandbox.send({"language": "python", "code": code, "timeout_s": 10.0})
                     sandbox.receive(deadline=time.monotonic() + 15.0)
@@ -115,8 +118,9 @@ class DockerStarter:
         finally:
             shutil.rmtree(probe, ignore_errors=True)
 
-    def start(self, *, session_id: str, workdir: str, limits: Limits,
-              lifetime_s: float) -> SessionChannel:  # fmt: skip
+    def start(
+        self, *, session_id: str, workdir: str, limits: Limits, lifetime_s: float
+    ) -> SessionChannel:
         from executor.sessions.docker import DockerSessionSandbox
 
         return DockerSessionSandbox.start(

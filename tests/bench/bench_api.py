@@ -40,20 +40,39 @@ FLOOR = ["/usr/bin/python3", "-I", "-S", "-c", "print(1+1)"]
 
 
 def manage(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run([PY, "manage.py", *args], cwd=ROOT, env=env, check=True,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [PY, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return done.stdout.strip()
 
 
 def start_server(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
     kind = os.environ.get("BENCH_SERVER", "daphne")
     if kind == "uvicorn":
-        argv = [PY, "-m", "uvicorn", "webapp.asgi:application", "--host", "127.0.0.1",
-                "--port", str(port), "--log-level", "warning", "--no-access-log"]  # fmt: skip
+        argv = [
+            PY,
+            "-m",
+            "uvicorn",
+            "webapp.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ]
     else:
         argv = [PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"]
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -151,12 +170,16 @@ def main() -> None:
     server_kind = os.environ.get("BENCH_SERVER", "daphne")
     print(f"bench_api ({server_kind}, {SERIAL_RUNS} serial runs, {PARALLEL_RUNS} at concurrency 8)")
     print(f"  bare interpreter floor   p50 {floor:7.1f} ms")
-    print(f"  HTTP exec, concurrency 1 p50 {p50:7.1f} ms  p99 {p99:7.1f} ms"
-          f"  (p50 = {p50 / floor:.1f}x floor; target p50 < 15, p99 < 60)")  # fmt: skip
+    print(
+        f"  HTTP exec, concurrency 1 p50 {p50:7.1f} ms  p99 {p99:7.1f} ms"
+        f"  (p50 = {p50 / floor:.1f}x floor; target p50 < 15, p99 < 60)"
+    )
     print(f"  HTTP exec, concurrency 8 {rate:7.1f} runs/s  (target >= 60)")
     paced50, paced99 = percentile(paced, 0.5) * 1000, percentile(paced, 0.99) * 1000
-    print(f"  HTTP exec, 10 requests/s p50 {paced50:7.1f} ms  p99 {paced99:7.1f} ms"
-          f"  (p50 = {paced50 / floor:.1f}x floor: a warm sandbox for every request)")  # fmt: skip
+    print(
+        f"  HTTP exec, 10 requests/s p50 {paced50:7.1f} ms  p99 {paced99:7.1f} ms"
+        f"  (p50 = {paced50 / floor:.1f}x floor: a warm sandbox for every request)"
+    )
 
 
 if __name__ == "__main__":

@@ -55,9 +55,13 @@ def loop_seconds(stdout: str) -> float:
 
 def through_broker(backend, place: Path, target: db.Target, code: str, run_id: str) -> float:
     with db.prepared(
-        RunSpec(code=code), limits=LIMITS, target=target, control_base=place, run_id=run_id,
+        RunSpec(code=code),
+        limits=LIMITS,
+        target=target,
+        control_base=place,
+        run_id=run_id,
         allow_private=True,
-    ) as job:  # fmt: skip
+    ) as job:
         result = backend.run(job.spec, limits=job.limits, mounts=job.mounts)
         outcome = job.finish(result)
     if outcome.pending is None:

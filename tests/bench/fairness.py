@@ -68,11 +68,12 @@ def floor_ms() -> float:
 async def well_behaved(topo: Topology, tokens: list[str]) -> Figures:
     clients = [
         httpx.AsyncClient(
-            base_url=topo.web_url(i), timeout=60,
+            base_url=topo.web_url(i),
+            timeout=60,
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
         )
         for i in range(len(topo.web_ports))
-    ]  # fmt: skip
+    ]
     figures = Figures([], 0, PHASE_S)
 
     async def one(n: int, due: float) -> None:
@@ -112,9 +113,12 @@ async def beside_hostile(topo: Topology, tokens: list[str], hostile: dict[str, s
     }
     script = Path(__file__).with_name("hostile.py")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(script), json.dumps(config),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        str(script),
+        json.dumps(config),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
     assert proc.stdin is not None and proc.stdout is not None
     try:
         ready = await asyncio.wait_for(proc.stdout.readline(), 60)

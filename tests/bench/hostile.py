@@ -67,11 +67,12 @@ class Hostile:
         self.stopping = asyncio.Event()
         self.clients = [
             httpx.AsyncClient(
-                base_url=url, timeout=self.max_timeout_s + 10,
+                base_url=url,
+                timeout=self.max_timeout_s + 10,
                 limits=httpx.Limits(max_connections=200, max_keepalive_connections=200),
             )
             for url in self.webs
-        ]  # fmt: skip
+        ]
 
     async def idle_socket(self, index: int) -> None:
         host, port = self.webs[index % len(self.webs)].removeprefix("http://").split(":")

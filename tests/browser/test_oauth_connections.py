@@ -92,8 +92,11 @@ def server_url(llm: FakeLLMServer, provider: FakeOAuthProvider, port: int) -> It
     with (var_dir / "server.log").open("wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "webapp.serve", "-b", "127.0.0.1", "-p", str(port)],
-            env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            env=env,
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(url, process)

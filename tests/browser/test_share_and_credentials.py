@@ -82,10 +82,19 @@ def server_url(llm: FakeLLMServer) -> Iterator[str]:
     port = free_port()
     with (var_dir / "server.log").open("wb") as log:
         process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),
-             "webapp.asgi:application"],
-            env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                str(Path(sys.executable).parent / "daphne"),
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "webapp.asgi:application",
+            ],
+            env=env,
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(url, process)

@@ -50,18 +50,31 @@ def client_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # The running pip installs into that venv (--python). Setuptools builds the wheel in an
     # isolated environment it gets from the package index: the package itself needs nothing.
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps",
-         "--no-input", source],
-        check=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            python,
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-input",
+            source,
+        ],
+        check=True,
+        timeout=300,
+    )
     return python
 
 
 def test_the_client_package_is_all_an_empty_venv_gets(client_venv):
     site = subprocess.run(
         [client_venv, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     installed = {p.name for p in Path(site).iterdir()}
     assert installed == {"undoable_client", "undoable_client-0.1.0.dist-info"}
 
@@ -69,7 +82,10 @@ def test_the_client_package_is_all_an_empty_venv_gets(client_venv):
 def test_the_installed_client_runs_code_with_no_django_present(client_venv, live_server, owner):
     done = subprocess.run(
         [client_venv, "-c", SCRIPT, live_server.url, owner.token],
-        capture_output=True, text=True, timeout=120, cwd=client_venv.parent,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=client_venv.parent,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "[]\n42\nasync\n42\n"

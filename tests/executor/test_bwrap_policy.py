@@ -407,8 +407,16 @@ def test_a_session_keeps_every_other_part_of_the_policy(folder):
         session_argv(folder, command=SESSION_COMMAND, extra_env={"X": "1"}, as_pid_1=False)
     )
     workspace_tmpfs = one_shot.index("/workspace") - 5
-    expected = [*one_shot[:workspace_tmpfs], "--bind", str(folder), "/workspace",
-                *one_shot[workspace_tmpfs + 6 :], "--setenv", "X", "1"]  # fmt: skip
+    expected = [
+        *one_shot[:workspace_tmpfs],
+        "--bind",
+        str(folder),
+        "/workspace",
+        *one_shot[workspace_tmpfs + 6 :],
+        "--setenv",
+        "X",
+        "1",
+    ]
     expected.remove("--as-pid-1")
     assert session == expected
 

@@ -41,10 +41,23 @@ def test_it_drops_to_the_uid_with_no_groups_and_no_capabilities_of_any_kind():
     os.setgroups([4])
     try:
         result = subprocess.run(
-            ["setpriv", "--inh-caps=+net_raw", "--ambient-caps=+net_raw", "--", LAUNCHER,
-             "--uid", str(NOBODY), "--", "/bin/cat", "/proc/self/status"],
-            capture_output=True, text=True, timeout=30, check=True,
-        )  # fmt: skip
+            [
+                "setpriv",
+                "--inh-caps=+net_raw",
+                "--ambient-caps=+net_raw",
+                "--",
+                LAUNCHER,
+                "--uid",
+                str(NOBODY),
+                "--",
+                "/bin/cat",
+                "/proc/self/status",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
     finally:
         os.setgroups(groups)
     status = status_of(result.stdout)
@@ -58,10 +71,19 @@ def test_it_drops_to_the_uid_with_no_groups_and_no_capabilities_of_any_kind():
 def test_the_ambient_capability_really_was_there_to_be_dropped():
     # Without the launcher the same setpriv call does pass CAP_NET_RAW on: the test above can fail.
     result = subprocess.run(
-        ["setpriv", "--inh-caps=+net_raw", "--ambient-caps=+net_raw", "--",
-         "/bin/cat", "/proc/self/status"],
-        capture_output=True, text=True, timeout=30, check=True,
-    )  # fmt: skip
+        [
+            "setpriv",
+            "--inh-caps=+net_raw",
+            "--ambient-caps=+net_raw",
+            "--",
+            "/bin/cat",
+            "/proc/self/status",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
     assert int(status_of(result.stdout)["CapAmb"], 16) & (1 << CAP_NET_RAW)
 
 
@@ -124,8 +146,12 @@ def test_it_joins_the_cgroups_before_the_program_starts():
     try:
         result = launch(
             *[arg for procs in group.procs_files for arg in ("--cgroup-procs", procs)],
-            "--uid", str(NOBODY), "--", "/bin/cat", "/proc/self/cgroup",
-        )  # fmt: skip
+            "--uid",
+            str(NOBODY),
+            "--",
+            "/bin/cat",
+            "/proc/self/cgroup",
+        )
         assert result.returncode == 0, result.stderr
         membership = {
             names: path
@@ -163,8 +189,10 @@ def test_a_termination_signal_is_passed_on_to_the_program():
     )
     proc = subprocess.Popen(
         [LAUNCHER, "--kill-after", "60", "--", sys.executable, "-c", code],
-        stdout=subprocess.PIPE, text=True, env={},
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        text=True,
+        env={},
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
         proc.send_signal(signal.SIGTERM)

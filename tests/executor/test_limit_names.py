@@ -71,7 +71,14 @@ def test_a_run_that_ends_by_itself_names_no_limit(sandbox):
 def test_the_wall_timer_names_cpu_time_when_the_program_asked_for_its_cpu_budget(
     cpu_s, runnable_s, expected
 ):
-    facts = StopFacts(exit_code=None, signal=15, cpu_s=cpu_s, runnable_s=runnable_s,
-                      wall_timer_fired=True, output_capped=False, oom_killed=False,
-                      pids_max_hit=False)  # fmt: skip
+    facts = StopFacts(
+        exit_code=None,
+        signal=15,
+        cpu_s=cpu_s,
+        runnable_s=runnable_s,
+        wall_timer_fired=True,
+        output_capped=False,
+        oom_killed=False,
+        pids_max_hit=False,
+    )
     assert limit_that_stopped(facts, Limits(wall_time_s=2, cpu_time_s=2)) == expected

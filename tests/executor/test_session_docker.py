@@ -171,9 +171,11 @@ def test_sabotage_containers_that_ignore_their_socket_outlive_the_server(engine,
 
 def leaked_container(engine, owner: str) -> str:
     kwargs = container_create_kwargs(
-        image="undoable-sandbox:latest", limits=LIMITS, command=["true"],
+        image="undoable-sandbox:latest",
+        limits=LIMITS,
+        command=["true"],
         labels={"undoable.owner": owner},
-    )  # fmt: skip
+    )
     return str(docker.from_env().containers.create(**kwargs).id)
 
 
@@ -253,9 +255,12 @@ def started_with_lifetime(manager, tmp_path, lifetime_s: float) -> DockerSession
     workdir.mkdir()
     os.chown(workdir, UID, UID)
     sandbox = DockerSessionSandbox.start(
-        manager._starter.backend, session_id="lifetime", workdir=str(workdir), limits=LIMITS,
+        manager._starter.backend,
+        session_id="lifetime",
+        workdir=str(workdir),
+        limits=LIMITS,
         lifetime_s=lifetime_s,
-    )  # fmt: skip
+    )
     sandbox.send({"language": "python", "code": "import time; time.sleep(60)", "timeout_s": 9})
     return sandbox
 

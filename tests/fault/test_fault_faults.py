@@ -137,11 +137,16 @@ def test_a_session_answers_on_every_web_process_until_its_holder_dies(
 
     defined = cell(on_other, "x = 20")  # passed on to the holder, web0
     shared = cell(on_holder, "x + 1")
-    uploaded = httpx.put(on_other + "/files/data.bin", content=bytes(range(256)) * 64,
-                         headers=headers, timeout=30)  # fmt: skip
+    uploaded = httpx.put(
+        on_other + "/files/data.bin", content=bytes(range(256)) * 64, headers=headers, timeout=30
+    )
     downloaded = httpx.get(on_holder + "/files/data.bin", headers=headers, timeout=30)
-    stranger = httpx.post(on_other + "/exec", json={"code": "x"}, timeout=30,
-                          headers={"Authorization": f"Bearer {stranger_token}"})  # fmt: skip
+    stranger = httpx.post(
+        on_other + "/exec",
+        json={"code": "x"},
+        timeout=30,
+        headers={"Authorization": f"Bearer {stranger_token}"},
+    )
     topology.kill_web(0)
     wait_until(
         lambda: cell(on_other, "x").status_code == 410,

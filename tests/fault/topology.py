@@ -151,9 +151,13 @@ class Topology:
         log = (self.root / "logs" / f"{name}.log").open("ab")
         # Own session: a kill of the whole worker (main + pool children) is one killpg.
         proc = subprocess.Popen(
-            argv, cwd=REPO, env={**self.env, **(env or {})}, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            argv,
+            cwd=REPO,
+            env={**self.env, **(env or {})},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.procs[name] = proc
         return proc
 
@@ -174,10 +178,22 @@ class Topology:
     # --- PostgreSQL ------------------------------------------------------------------------
     def _pg_ctl(self, *args: str) -> None:
         subprocess.run(
-            ["runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D",
-             str(self.root / "pg"), "-l", str(self.root / "logs" / "postgres.log"), *args],
-            check=True, stdout=subprocess.DEVNULL, timeout=60,
-        )  # fmt: skip
+            [
+                "runuser",
+                "-u",
+                "postgres",
+                "--",
+                str(PG_BIN / "pg_ctl"),
+                "-D",
+                str(self.root / "pg"),
+                "-l",
+                str(self.root / "logs" / "postgres.log"),
+                *args,
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            timeout=60,
+        )
 
     def _start_postgres(self) -> None:
         data = self.root / "pg"
@@ -185,10 +201,25 @@ class Topology:
         shutil.chown(data, "postgres", "postgres")
         shutil.chown(self.root / "logs", "postgres")
         subprocess.run(
-            ["runuser", "-u", "postgres", "--", str(PG_BIN / "initdb"), "-D", str(data),
-             "-U", "undoable", "--auth=trust", "-E", "UTF8", "--no-locale"],
-            check=True, stdout=subprocess.DEVNULL, timeout=60,
-        )  # fmt: skip
+            [
+                "runuser",
+                "-u",
+                "postgres",
+                "--",
+                str(PG_BIN / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "undoable",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-locale",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            timeout=60,
+        )
         options = (
             f"-p {self.pg_port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
@@ -215,9 +246,20 @@ class Topology:
     def start_redis(self) -> None:
         self._spawn(
             "redis",
-            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--protected-mode", "no"],
-        )  # fmt: skip
+            [
+                "redis-server",
+                "--port",
+                str(self.redis_port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--protected-mode",
+                "no",
+            ],
+        )
         wait_until(self.redis().ping, timeout_s=20, what="redis-server")
 
     def restart_redis(self) -> None:
@@ -231,9 +273,13 @@ class Topology:
     # --- web and workers -------------------------------------------------------------------
     def manage(self, *args: str, timeout_s: float = 120) -> str:
         done = subprocess.run(
-            [str(VENV_BIN / "python"), "manage.py", *args], cwd=REPO, env=self.env,
-            capture_output=True, text=True, timeout=timeout_s,
-        )  # fmt: skip
+            [str(VENV_BIN / "python"), "manage.py", *args],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stderr[-3000:]}")
         return done.stdout
@@ -244,12 +290,19 @@ class Topology:
     def start_web(self, index: int) -> None:
         self._spawn(
             f"web{index}",
-            [str(VENV_BIN / "python"), "-m", "webapp.serve", "-b", "127.0.0.1",
-             "-p", str(self.web_ports[index]),
-             os.environ.get("UNDOABLE_TOPOLOGY_ASGI", "webapp.asgi:application")],
+            [
+                str(VENV_BIN / "python"),
+                "-m",
+                "webapp.serve",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.web_ports[index]),
+                os.environ.get("UNDOABLE_TOPOLOGY_ASGI", "webapp.asgi:application"),
+            ],
             # Each web process tells its peers where to pass requests for its sessions.
             env={"UNDOABLE_PEER_URL": self.web_url(index)},
-        )  # fmt: skip
+        )
 
     def wait_web(self, index: int) -> None:
         url = self.web_url(index) + "/healthz"

@@ -15,6 +15,13 @@ def probe_state(probe: str, var_dir: Path) -> Any:
     """Run `probe` (Python source whose last printed line is JSON) and return that JSON."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "UNDOABLE_VAR_DIR": str(var_dir)}
     env.pop("DJANGO_SETTINGS_MODULE", None)
-    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])

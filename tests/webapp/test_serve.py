@@ -50,8 +50,12 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
     var_dir = tmp_path_factory.mktemp("serve-template")
     done = subprocess.run(
         [sys.executable, "manage.py", "shell", "-c", SETUP_SCRIPT],
-        env=server_env(var_dir), cwd=REPO, check=True, capture_output=True, text=True,
-    )  # fmt: skip
+        env=server_env(var_dir),
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return Template(var_dir=var_dir, token=done.stdout.strip().splitlines()[-1])
 
 
@@ -83,9 +87,12 @@ def serving(
     log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 (closed below)
     process = subprocess.Popen(
         [sys.executable, "-m", "webapp.serve", "-b", "127.0.0.1", "-p", str(port), *options],
-        env=server_env(var_dir), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+        env=server_env(var_dir),
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, open_files),
-    )  # fmt: skip
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: healthy(url), timeout_s=60, what=f"{url}/healthz")

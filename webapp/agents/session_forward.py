@@ -27,8 +27,14 @@ logger = logging.getLogger(__name__)
 
 FORWARDED_HEADER = "X-Undoable-Forwarded-By"
 # What the holder's answer carries over: the body's type and the API's own headers.
-_KEPT_HEADERS = ("content-type", "retry-after", "www-authenticate", "x-exit-code",
-                 "x-timed-out", "x-duration-ms")  # fmt: skip
+_KEPT_HEADERS = (
+    "content-type",
+    "retry-after",
+    "www-authenticate",
+    "x-exit-code",
+    "x-timed-out",
+    "x-duration-ms",
+)
 _SENT_HEADERS = ("Authorization", "Content-Type", "Accept")
 # Beyond the longest cell: the holder answers within its own wall-time cap.
 _ANSWER_MARGIN_S = 30.0
@@ -69,16 +75,19 @@ async def forward(request: HttpRequest, peer: HeldByPeer) -> HttpResponse:
     body = request.read()  # not request.body: a session file may exceed the form-data limit
     try:
         async with httpx.AsyncClient(timeout=timeout) as client:
-            answer = await client.request(request.method or "GET", url, content=body,
-                                          headers=headers)  # fmt: skip
+            answer = await client.request(
+                request.method or "GET", url, content=body, headers=headers
+            )
     except httpx.HTTPError as exc:
-        logger.warning("session peer unreachable",
-                       extra={"worker": peer.worker, "error": repr(exc)})  # fmt: skip
+        logger.warning(
+            "session peer unreachable", extra={"worker": peer.worker, "error": repr(exc)}
+        )
         raise ApiError(
             503, "the web process holding the session did not answer", retry_after_s=1
         ) from None
-    logger.info("session request forwarded",
-                extra={"worker": peer.worker, "status": answer.status_code})  # fmt: skip
+    logger.info(
+        "session request forwarded", extra={"worker": peer.worker, "status": answer.status_code}
+    )
     response = HttpResponse(answer.content, status=answer.status_code)
     for name in _KEPT_HEADERS:
         if name in answer.headers:

@@ -131,10 +131,10 @@ def session_create(*, token: ApiToken) -> AgentSession:
         owner=owner,
         token=token,
         last_used_at=now,
-        expires_at=now + dt.timedelta(seconds=min(manager.config.idle_timeout_s,
-                                                  manager.config.max_lifetime_s)),
+        expires_at=now
+        + dt.timedelta(seconds=min(manager.config.idle_timeout_s, manager.config.max_lifetime_s)),
         worker=worker_name(),
-    )  # fmt: skip
+    )
 
 
 def _close_stale(live: QuerySet[AgentSession], manager: SessionManager) -> None:

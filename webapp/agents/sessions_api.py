@@ -128,8 +128,11 @@ async def list_files(request: HttpRequest, session_id: str, path: str = "") -> H
     return JsonResponse({"path": path, "entries": listing})
 
 
-@router.put("/{session_id}/files/{path:path}", response={200: FileOut, **SESSION_ERRORS},
-            summary="Upload a file (raw request body)")  # fmt: skip
+@router.put(
+    "/{session_id}/files/{path:path}",
+    response={200: FileOut, **SESSION_ERRORS},
+    summary="Upload a file (raw request body)",
+)
 @served_by_holder
 async def put_file(request: HttpRequest, session_id: str, path: str) -> HttpResponse:
     row, session = await _load(request, session_id)
@@ -149,8 +152,11 @@ async def put_file(request: HttpRequest, session_id: str, path: str) -> HttpResp
     return JsonResponse({"name": path, "type": "file", "size": len(data)})
 
 
-@router.get("/{session_id}/files/{path:path}", response={200: bytes, **SESSION_ERRORS},
-            summary="Download a file (raw bytes)")  # fmt: skip
+@router.get(
+    "/{session_id}/files/{path:path}",
+    response={200: bytes, **SESSION_ERRORS},
+    summary="Download a file (raw bytes)",
+)
 @served_by_holder
 async def get_file(request: HttpRequest, session_id: str, path: str) -> HttpResponse:
     row, session = await _load(request, session_id)
@@ -162,8 +168,11 @@ async def get_file(request: HttpRequest, session_id: str, path: str) -> HttpResp
     return HttpResponse(data, content_type="application/octet-stream")
 
 
-@router.delete("/{session_id}/files/{path:path}", response={204: None, **SESSION_ERRORS},
-               summary="Delete a file or directory")  # fmt: skip
+@router.delete(
+    "/{session_id}/files/{path:path}",
+    response={204: None, **SESSION_ERRORS},
+    summary="Delete a file or directory",
+)
 @served_by_holder
 async def delete_file(request: HttpRequest, session_id: str, path: str) -> HttpResponse:
     row, session = await _load(request, session_id)

@@ -185,9 +185,13 @@ def _finish_with_result(
     run.oom_killed = result.oom_killed
     run.truncated = result.truncated or sink.capped
     _finish(
-        run, sink, status, error=" ".join(notes),
-        images=result.images, image_notes=result.image_notes,
-    )  # fmt: skip
+        run,
+        sink,
+        status,
+        error=" ".join(notes),
+        images=result.images,
+        image_notes=result.image_notes,
+    )
 
 
 def _finish(
@@ -217,8 +221,18 @@ def _finish(
     run.error = error
     run.output_bytes = sink.bytes_stored
     run.finished_at = timezone.now()
-    fields = ["status", "error", "output_bytes", "finished_at", "exit_code", "signal",
-              "limit", "timed_out", "oom_killed", "truncated"]  # fmt: skip
+    fields = [
+        "status",
+        "error",
+        "output_bytes",
+        "finished_at",
+        "exit_code",
+        "signal",
+        "limit",
+        "timed_out",
+        "oom_killed",
+        "truncated",
+    ]
     with transaction.atomic():
         updated = still_running.update(**{name: getattr(run, name) for name in fields})
         if updated:

@@ -80,9 +80,14 @@ def run_failure_log(run: Run) -> None:
     failure = run_failure(run)
     logger.warning(
         "run failed",
-        extra={"run_id": run.pk, "status": run.status, "failure": failure.kind,
-               "reason": failure.reason, "exit_code": run.exit_code},
-    )  # fmt: skip
+        extra={
+            "run_id": run.pk,
+            "status": run.status,
+            "failure": failure.kind,
+            "reason": failure.reason,
+            "exit_code": run.exit_code,
+        },
+    )
 
 
 def status_payload(run: Run) -> StatusPayload:

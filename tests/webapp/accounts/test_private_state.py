@@ -30,9 +30,14 @@ names = ["", "sessions", "workspaces", "secret-key", "db.sqlite3", "db.sqlite3-w
 print(json.dumps({{n: stat.S_IMODE(os.stat(var / n).st_mode) for n in names}}))
 """
 PRIVATE = {
-    "": 0o711, "sessions": 0o711, "workspaces": 0o711,
-    "secret-key": 0o600, "db.sqlite3": 0o600, "db.sqlite3-wal": 0o600, "db.sqlite3-shm": 0o600,
-}  # fmt: skip
+    "": 0o711,
+    "sessions": 0o711,
+    "workspaces": 0o711,
+    "secret-key": 0o600,
+    "db.sqlite3": 0o600,
+    "db.sqlite3-wal": 0o600,
+    "db.sqlite3-shm": 0o600,
+}
 NO_CHMOD = "import pathlib\nos.chmod = lambda *a, **k: None\npathlib.Path.chmod = os.chmod"
 
 

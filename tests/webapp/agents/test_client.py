@@ -26,8 +26,11 @@ def completion_with_code(code: str) -> dict:
     arguments = {"code": code}
     import json
 
-    call = {"id": "c1", "type": "function",
-            "function": {"name": "execute_python", "arguments": json.dumps(arguments)}}  # fmt: skip
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "execute_python", "arguments": json.dumps(arguments)},
+    }
     return {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [call]}}]}
 
 
@@ -98,11 +101,15 @@ def test_a_replit_code_exec_style_call_gets_plain_text(live_server, owner):
     # Exactly what replit_code_exec.code_exec() sends: JSON body, bearer token, reads .text.
     response = requests.post(
         live_server.url + "/api/v1/exec",
-        json={"code": "import sys\nprint(1+1)\nprint('e', file=sys.stderr)", "files": {"a": "b"},
-              "interpreter_mode": True, "strace": True},
+        json={
+            "code": "import sys\nprint(1+1)\nprint('e', file=sys.stderr)",
+            "files": {"a": "b"},
+            "interpreter_mode": True,
+            "strace": True,
+        },
         headers={"Content-Type": "application/json", "Authorization": "Bearer " + owner.token},
         timeout=60,
-    )  # fmt: skip
+    )
     assert response.text == "2\ne\n"
 
 

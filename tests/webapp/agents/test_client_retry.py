@@ -22,8 +22,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "clients" / "python
 from undoable_client import ApiError, Client  # noqa: E402
 from undoable_client import client as client_module  # noqa: E402
 
-OK = {"stdout": "2\n", "stderr": "", "exit_code": 0, "signal": None, "limit": None,
-      "timed_out": False, "oom_killed": False, "truncated": False, "duration_ms": 3}  # fmt: skip
+OK = {
+    "stdout": "2\n",
+    "stderr": "",
+    "exit_code": 0,
+    "signal": None,
+    "limit": None,
+    "timed_out": False,
+    "oom_killed": False,
+    "truncated": False,
+    "duration_ms": 3,
+}
 Reply = tuple[int, dict[str, str], dict]
 
 

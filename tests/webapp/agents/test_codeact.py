@@ -25,8 +25,12 @@ def test_the_model_sees_its_traceback_fixes_the_code_and_answers(live_server, ow
     with FakeLLMServer() as llm:
         llm.script(content(BUGGY), content(FIXED), content("The sum is 5050."))
         model = openai_llm(OpenAI(base_url=llm.base_url, api_key="test"), "fake-model")
-        result = solve("Add the numbers 1 to 100.", model, max_turns=5,
-                       client=Client(live_server.url, owner.token))  # fmt: skip
+        result = solve(
+            "Add the numbers 1 to 100.",
+            model,
+            max_turns=5,
+            client=Client(live_server.url, owner.token),
+        )
         requests = llm.requests
     assert result.answer == "The sum is 5050."
     assert result.turns == 3

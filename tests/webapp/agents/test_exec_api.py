@@ -27,9 +27,18 @@ def test_it_answers_json_when_asked(owner):
     body = response.json()
     assert response.status_code == 200
     assert set(body) == {
-        "stdout", "stderr", "exit_code", "signal", "limit", "timed_out", "oom_killed",
-        "truncated", "duration_ms", "images", "image_notes",
-    }  # fmt: skip
+        "stdout",
+        "stderr",
+        "exit_code",
+        "signal",
+        "limit",
+        "timed_out",
+        "oom_killed",
+        "truncated",
+        "duration_ms",
+        "images",
+        "image_notes",
+    }
     assert (body["stdout"], body["exit_code"], body["timed_out"]) == ("a\n", 3, False)
 
 

@@ -33,7 +33,7 @@ class PeerHandler(BaseHTTPRequestHandler):
                 "path": self.path,
                 "headers": dict(self.headers),
                 "body": self.rfile.read(length),
-            }  # fmt: skip
+            }
         )
         self.send_response(409)
         self.send_header("Content-Type", "application/json")
@@ -109,8 +109,9 @@ async def test_a_request_that_was_already_passed_on_is_not_passed_again(peer: Pe
 
 
 async def test_a_holder_that_does_not_answer_is_a_503_to_retry() -> None:
-    request = RequestFactory().post("/api/v1/sessions/s1/exec", data=b"{}",
-                                    content_type="application/json")  # fmt: skip
+    request = RequestFactory().post(
+        "/api/v1/sessions/s1/exec", data=b"{}", content_type="application/json"
+    )
 
     with pytest.raises(ApiError) as refused:
         await held_by("http://127.0.0.1:9")(request, session_id="s1")

@@ -50,9 +50,12 @@ def dead_process() -> str:
 def session_row(persona, worker: str) -> AgentSession:
     now = timezone.now()
     return AgentSession.objects.create(
-        id=secrets.token_hex(16), owner=persona.user, last_used_at=now,
-        expires_at=now + dt.timedelta(minutes=10), worker=worker,
-    )  # fmt: skip
+        id=secrets.token_hex(16),
+        owner=persona.user,
+        last_used_at=now,
+        expires_at=now + dt.timedelta(minutes=10),
+        worker=worker,
+    )
 
 
 def test_a_session_whose_process_is_gone_answers_410_on_every_route(owner):

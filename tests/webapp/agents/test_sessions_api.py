@@ -180,9 +180,12 @@ def test_an_uploaded_wheel_installs_offline_and_imports_in_the_same_session(owne
     assert cell(owner, sid, "import tinypkg")["exit_code"] == 1
     owner.put(f"/api/v1/sessions/{sid}/files/tinypkg-1.0-py3-none-any.whl", tiny_wheel())
     installed = cell(
-        owner, sid, "python3 -m pip install tinypkg-1.0-py3-none-any.whl", language="bash",
+        owner,
+        sid,
+        "python3 -m pip install tinypkg-1.0-py3-none-any.whl",
+        language="bash",
         timeout_s=60,
-    )  # fmt: skip
+    )
     assert installed["exit_code"] == 0, installed["stderr"]
     assert "Successfully installed tinypkg-1.0" in installed["stdout"]
     assert cell(owner, sid, "import tinypkg; tinypkg.hello()")["stdout"] == "'hello from tinypkg'\n"
@@ -274,8 +277,13 @@ def test_sabotage_snapshot_then_rows_loses_the_session_created_in_between(owner,
     def racy_close_stale(live, manager):  # the order before the fix
         held_here = set(manager.live_ids())
         between()
-        stale = [pk for pk in live.filter(worker=session_services.worker_name())
-                 .values_list("pk", flat=True) if pk not in held_here]  # fmt: skip
+        stale = [
+            pk
+            for pk in live.filter(worker=session_services.worker_name()).values_list(
+                "pk", flat=True
+            )
+            if pk not in held_here
+        ]
         live.filter(pk__in=stale).update(closed_at=timezone.now())
 
     token = ApiToken.objects.get(owner=owner.user)

@@ -102,10 +102,11 @@ def test_sabotage_without_the_state_check_a_stranger_gets_the_owners_token(
         oauth,
         "state_verify",
         lambda *, state, user_id, provider_id: real(
-            state=state, user_id=oauth.signing.loads(state, salt=oauth._STATE_SALT)["u"],
+            state=state,
+            user_id=oauth.signing.loads(state, salt=oauth._STATE_SALT)["u"],
             provider_id=provider_id,
         ),
-    )  # fmt: skip
+    )
     verifier, challenge = pkce_pair()
     answer = authorize(begin(owner_client, ["items.read"], challenge).json()["authorize_url"])
     assert exchange(stranger_client, answer, verifier).status_code == 200
@@ -152,9 +153,10 @@ def test_a_provider_that_cannot_be_reached_is_a_clear_error(owner_client, provid
 
 def test_a_malformed_body_is_a_clear_error(owner_client, provider) -> None:
     response = owner_client.post(
-        "/connections/generic/token", {"code": "x", "state": "y", "code_verifier": "short"},
+        "/connections/generic/token",
+        {"code": "x", "state": "y", "code_verifier": "short"},
         content_type="application/json",
-    )  # fmt: skip
+    )
     assert response.status_code == 400
     assert response.json()["error"].startswith("Invalid request: code_verifier:")
 
@@ -176,9 +178,10 @@ def test_refresh_gives_a_new_token_with_the_same_scopes(owner_client, provider) 
 def test_revoke_asks_the_provider_and_the_token_stops_working(owner_client, provider) -> None:
     token = sign_in(owner_client, ["items.read"])
     response = owner_client.post(
-        "/connections/generic/revoke", {"token": token["access_token"]},
+        "/connections/generic/revoke",
+        {"token": token["access_token"]},
         content_type="application/json",
-    )  # fmt: skip
+    )
     assert response.json() == {"revoked": True}
     assert token["access_token"] not in provider.live_tokens()
 

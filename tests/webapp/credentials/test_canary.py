@@ -115,9 +115,12 @@ def celery_worker(tmp_path: Path, redis_url: str) -> Iterator[Path]:
     with log_path.open("wb") as log:
         worker = subprocess.Popen(
             celery_worker_argv("-n", name, "-c", "1", "-l", "DEBUG", "--without-heartbeat"),
-            cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
     try:
         _wait_for_log(log_path, b" ready.", worker)
         yield log_path

@@ -201,9 +201,11 @@ async def test_credentials_reach_the_worker_masked_and_leave_nothing_in_redis(
 async def test_the_workers_reaper_fails_a_run_whose_heartbeat_went_silent() -> None:
     silent_since = timezone.now() - dt.timedelta(hours=1)
     run = await database_sync_to_async(RunFactory)(
-        status=RunStatus.RUNNING, started_at=silent_since, heartbeat_at=silent_since,
+        status=RunStatus.RUNNING,
+        started_at=silent_since,
+        heartbeat_at=silent_since,
         worker="killed@elsewhere",
-    )  # fmt: skip
+    )
     communicator, connected = await connect(run.pk, run.query.owner)
     assert connected
 

@@ -42,10 +42,19 @@ class PrivateRedis:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            [str(shutil.which("redis-server")), "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no"],
+            [
+                str(shutil.which("redis-server")),
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
             stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
         client = redis.Redis(port=self.port, socket_connect_timeout=1)
 
         def answers() -> bool:
@@ -89,8 +98,9 @@ def test_heartbeats_go_on_through_a_redis_outage_and_stop_works_after_it(
     private_redis: PrivateRedis,
 ) -> None:
     # Celery mode's Stop travels through Redis; the runs still execute on this process's pool.
-    with override_settings(RUNNER="celery", CACHES=cache_settings(private_redis.url),
-                           RUN_HEARTBEAT_INTERVAL_S=0.2):  # fmt: skip
+    with override_settings(
+        RUNNER="celery", CACHES=cache_settings(private_redis.url), RUN_HEARTBEAT_INTERVAL_S=0.2
+    ):
         run = started_run()
         private_redis.stop()
         outage_began = timezone.now()
@@ -125,13 +135,17 @@ def test_a_run_the_reaper_ended_is_not_overwritten_and_its_sandbox_is_stopped() 
 def test_the_reaper_fails_a_silent_run_and_leaves_a_beating_one() -> None:
     now = timezone.now()
     silent = RunFactory(
-        status=RunStatus.RUNNING, started_at=now - dt.timedelta(minutes=5),
-        heartbeat_at=now - dt.timedelta(minutes=5), worker="gone@host",
-    )  # fmt: skip
+        status=RunStatus.RUNNING,
+        started_at=now - dt.timedelta(minutes=5),
+        heartbeat_at=now - dt.timedelta(minutes=5),
+        worker="gone@host",
+    )
     beating = RunFactory(
-        status=RunStatus.RUNNING, started_at=now - dt.timedelta(minutes=5),
-        heartbeat_at=now, worker="alive@host",
-    )  # fmt: skip
+        status=RunStatus.RUNNING,
+        started_at=now - dt.timedelta(minutes=5),
+        heartbeat_at=now,
+        worker="alive@host",
+    )
 
     with override_settings(RUN_LOST_AFTER_S=30):
         ended = runs_reap()

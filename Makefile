@@ -89,7 +89,7 @@ migrate: $(VENV)/.installed
 	$(PY) manage.py migrate --noinput
 
 run: $(VENV)/.installed sandbox migrate
-	@signup=$$($(PY) manage.py shell --no-imports -c 'from django.conf import settings; print(int(settings.ACCOUNTS_ALLOW_SIGNUP))'); \
+	@signup=$$($(PY) manage.py shell --no-imports -c 'from django.conf import settings; print(int(settings.UNDOABLE_ALLOW_SIGNUP))'); \
 	echo; echo "Undoable: http://$(HOST):$(PORT)/"; \
 	echo "First account: $(PY) manage.py createsuperuser"; \
 	if [ "$$signup" = 1 ]; then echo "  or sign up at http://$(HOST):$(PORT)/accounts/signup/"; fi; echo

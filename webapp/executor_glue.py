@@ -117,16 +117,16 @@ def reset_executor() -> None:
 
 def session_root() -> str:
     """This process's sessions folder: one per process, named by its pid."""
-    return str(settings.VAR_DIR / "sessions" / str(os.getpid()))
+    return str(settings.UNDOABLE_VAR_DIR / "sessions" / str(os.getpid()))
 
 
 def session_leftovers_remove() -> list[int]:
     """Remove the sessions folders of processes that died without closing their sessions (a
-    SIGKILLed server): `VAR_DIR/sessions/<pid>` where no process has that pid any more, their
-    quota mounts first. A pid taken again by another process keeps its folder (never wrong,
+    SIGKILLed server): `UNDOABLE_VAR_DIR/sessions/<pid>` where no process has that pid any more,
+    their quota mounts first. A pid taken again by another process keeps its folder (never wrong,
     only late). Returns the pids whose folders went."""
     removed: list[int] = []
-    parent = settings.VAR_DIR / "sessions"
+    parent = settings.UNDOABLE_VAR_DIR / "sessions"
     for child in sorted(parent.iterdir()) if parent.is_dir() else []:
         if not child.name.isdigit() or child.is_symlink() or not child.is_dir():
             continue

@@ -29,8 +29,8 @@ from webapp.redis_client import cache_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Resolved: sandbox mounts refuse paths that go through a symlink.
-VAR_DIR = Path(env_str("UNDOABLE_VAR_DIR", str(BASE_DIR / "var"))).resolve()
-VAR_DIR.mkdir(mode=0o711, parents=True, exist_ok=True)
+UNDOABLE_VAR_DIR = Path(env_str("UNDOABLE_VAR_DIR", str(BASE_DIR / "var"))).resolve()
+UNDOABLE_VAR_DIR.mkdir(mode=0o711, parents=True, exist_ok=True)
 
 
 def _private_var_dir(folder: Path) -> None:
@@ -51,15 +51,15 @@ def _private_file(path: Path) -> None:
     os.chmod(path, 0o600, follow_symlinks=False)
 
 
-_private_var_dir(VAR_DIR)
+_private_var_dir(UNDOABLE_VAR_DIR)
 # The agent sessions' folder (webapp.executor_glue.session_config), likewise: 0711.
-(VAR_DIR / "sessions").mkdir(mode=0o711, exist_ok=True)
-_private_var_dir(VAR_DIR / "sessions")
+(UNDOABLE_VAR_DIR / "sessions").mkdir(mode=0o711, exist_ok=True)
+_private_var_dir(UNDOABLE_VAR_DIR / "sessions")
 
 
 def _embedded_secret_key() -> str:
     # A single-machine install keeps its key in var/ so sessions survive restarts.
-    path = VAR_DIR / "secret-key"
+    path = UNDOABLE_VAR_DIR / "secret-key"
     _private_file(path)  # 0600, also a key an older version left readable
     if not path.read_text().strip():
         path.write_text(secrets.token_urlsafe(50))
@@ -165,7 +165,7 @@ DATABASES = {
     if DATABASE_URL
     else {
         "ENGINE": "django.db.backends.sqlite3",
-        "NAME": VAR_DIR / "db.sqlite3",
+        "NAME": UNDOABLE_VAR_DIR / "db.sqlite3",
         "OPTIONS": dict(_SQLITE_OPTIONS),
     }
 }
@@ -216,7 +216,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT = UNDOABLE_VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise serves from finders; an empty root is fine
 WHITENOISE_USE_FINDERS = True
 
@@ -224,8 +224,8 @@ WHITENOISE_USE_FINDERS = True
 REDIS_URL = env_secret("REDIS_URL")
 # Where web runs execute (webapp.runs.run_backends): "threads", "celery" or a backend's
 # dotted path.
-RUNNER = env_str("UNDOABLE_RUNNER", "celery" if REDIS_URL else "threads")
-RUNNER_THREADS = env_int("UNDOABLE_RUNNER_THREADS", 4, minimum=1)
+UNDOABLE_RUNNER = env_str("UNDOABLE_RUNNER", "celery" if REDIS_URL else "threads")
+UNDOABLE_RUNNER_THREADS = env_int("UNDOABLE_RUNNER_THREADS", 4, minimum=1)
 
 CHANNEL_LAYERS = {
     "default": {
@@ -248,7 +248,7 @@ CACHES = cache_settings(REDIS_URL)
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 # Where fs/db/rest runs go (webapp.runs.run_backends.run_queue); empty: the default queue.
-RUNS_KINDS_QUEUE = env_str("UNDOABLE_KINDS_QUEUE", "")
+UNDOABLE_KINDS_QUEUE = env_str("UNDOABLE_KINDS_QUEUE", "")
 CELERY_RESULT_BACKEND = None  # results live in the database; nothing else to leak into Redis
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -261,21 +261,21 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # Credentials travel to Celery workers under a one-shot Redis key with this lifetime.
-CREDENTIAL_TTL_S = env_int("UNDOABLE_CREDENTIAL_TTL_S", 120, minimum=5)
+UNDOABLE_CREDENTIAL_TTL_S = env_int("UNDOABLE_CREDENTIAL_TTL_S", 120, minimum=5)
 
-# A worker touches Run.heartbeat_at this often; a running run silent for RUN_LOST_AFTER_S is
-# failed as "worker lost" by the reaper (every REAPER_INTERVAL_S on each worker); a run queued
-# longer than RUN_QUEUED_TIMEOUT_S never found a worker.
-RUN_HEARTBEAT_INTERVAL_S = env_float("UNDOABLE_RUN_HEARTBEAT_INTERVAL_S", 2.0, minimum=0.1)
-RUN_LOST_AFTER_S = env_float("UNDOABLE_RUN_LOST_AFTER_S", 30.0, minimum=1)
-RUN_QUEUED_TIMEOUT_S = env_float("UNDOABLE_RUN_QUEUED_TIMEOUT_S", 3600.0, minimum=1)
-REAPER_INTERVAL_S = env_float("UNDOABLE_REAPER_INTERVAL_S", 5.0, minimum=0.1)
+# A worker touches Run.heartbeat_at this often; a running run silent for UNDOABLE_RUN_LOST_AFTER_S
+# is failed as "worker lost" by the reaper (every UNDOABLE_REAPER_INTERVAL_S on each worker); a run
+# queued longer than UNDOABLE_RUN_QUEUED_TIMEOUT_S never found a worker.
+UNDOABLE_RUN_HEARTBEAT_INTERVAL_S = env_float("UNDOABLE_RUN_HEARTBEAT_INTERVAL_S", 2.0, minimum=0.1)
+UNDOABLE_RUN_LOST_AFTER_S = env_float("UNDOABLE_RUN_LOST_AFTER_S", 30.0, minimum=1)
+UNDOABLE_RUN_QUEUED_TIMEOUT_S = env_float("UNDOABLE_RUN_QUEUED_TIMEOUT_S", 3600.0, minimum=1)
+UNDOABLE_REAPER_INTERVAL_S = env_float("UNDOABLE_REAPER_INTERVAL_S", 5.0, minimum=0.1)
 
 # --- Sandbox -------------------------------------------------------------------------------
 EXECUTOR_BACKEND = env_choice("EXECUTOR_BACKEND", "bwrap", ("bwrap", "docker"))
 # Host uid of bwrap sandboxes when the server runs as root: no account or program may use it.
 EXECUTOR_SANDBOX_UID = env_int("EXECUTOR_SANDBOX_UID", 65600, minimum=1)
-EXECUTOR_ROOTFS = Path(env_str("EXECUTOR_ROOTFS", str(VAR_DIR / "sandbox-rootfs")))
+EXECUTOR_ROOTFS = Path(env_str("EXECUTOR_ROOTFS", str(UNDOABLE_VAR_DIR / "sandbox-rootfs")))
 EXECUTOR_DOCKER_IMAGE = env_str("EXECUTOR_DOCKER_IMAGE", "undoable-sandbox:latest")
 EXECUTOR_WARM_POOL_SIZE = env_int("EXECUTOR_WARM_POOL_SIZE", 4, minimum=0)
 # Server-side caps; a request may only lower them.
@@ -290,13 +290,15 @@ EXECUTOR_WORKDIR_QUOTA_MIB = env_int("EXECUTOR_WORKDIR_QUOTA_MIB", 256, minimum=
 EXECUTOR_EGRESS_ALLOW_PRIVATE = env_bool("EXECUTOR_EGRESS_ALLOW_PRIVATE", False)
 
 # --- Undoable kinds (fs, db, rest) -----------------------------------------------------------
-WORKSPACES_ROOT = Path(env_str("UNDOABLE_WORKSPACES_ROOT", str(VAR_DIR / "workspaces"))).resolve()
-WORKSPACES_ROOT.mkdir(mode=0o711, parents=True, exist_ok=True)
-_private_var_dir(WORKSPACES_ROOT)  # traversable by the sandbox uid, listable by nobody
+UNDOABLE_WORKSPACES_ROOT = Path(
+    env_str("UNDOABLE_WORKSPACES_ROOT", str(UNDOABLE_VAR_DIR / "workspaces"))
+).resolve()
+UNDOABLE_WORKSPACES_ROOT.mkdir(mode=0o711, parents=True, exist_ok=True)
+_private_var_dir(UNDOABLE_WORKSPACES_ROOT)  # traversable by the sandbox uid, listable by nobody
 # A db run's transaction is rolled back by itself if nobody chooses Keep or Undo in time.
-DB_PENDING_TIMEOUT_S = env_float("UNDOABLE_DB_PENDING_TIMEOUT_S", 600.0, minimum=1)
+UNDOABLE_DB_PENDING_TIMEOUT_S = env_float("UNDOABLE_DB_PENDING_TIMEOUT_S", 600.0, minimum=1)
 # Single-user installs may point a query's workspace at one of these server folders.
-WORKSPACE_SERVER_FOLDERS = env_list("UNDOABLE_WORKSPACE_SERVER_FOLDERS")
+UNDOABLE_WORKSPACE_SERVER_FOLDERS = env_list("UNDOABLE_WORKSPACE_SERVER_FOLDERS")
 
 # --- Agent API (stateless exec, sessions) ----------------------------------------------------
 # Requests per minute per token (token bucket) and how many may burst at once: enough for one
@@ -333,7 +335,7 @@ AGENTS_SESSION_WORKDIR_QUOTA_MIB = env_int("AGENTS_SESSION_WORKDIR_QUOTA_MIB", 2
 # How the other web processes reach this one (http://10.0.0.5:8000), so a session request that
 # arrives at a process not holding the session is passed to the one that does. Empty: it is
 # answered 503 instead, and the load balancer must route a session's requests to one process.
-AGENTS_PEER_URL = env_str("UNDOABLE_PEER_URL")
+UNDOABLE_PEER_URL = env_str("UNDOABLE_PEER_URL")
 
 # --- LLM -----------------------------------------------------------------------------------
 LLM_BASE_URL = env_str("LLM_BASE_URL")
@@ -362,13 +364,13 @@ OAUTH_GENERIC = {
 OAUTH_TIMEOUT_S = env_float("OAUTH_TIMEOUT_S", 15.0, minimum=1)
 
 # --- Logging: one JSON object per line, so logs can be searched and shipped. --------------
-LOG_LEVEL = env_str("UNDOABLE_LOG_LEVEL", "INFO")
+UNDOABLE_LOG_LEVEL = env_str("UNDOABLE_LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"json": {"()": "webapp.json_logs.JsonFormatter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
-    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "root": {"handlers": ["console"], "level": UNDOABLE_LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 
@@ -390,12 +392,12 @@ SOCIAL_AUTH_PIPELINE = (
 # Local username/password sign-up. Open by default only on the embedded single machine: where
 # the public may reach a production install, each free account would be another set of per-user
 # caps. Turn it off where only Google (or admin-made) accounts may enter.
-ACCOUNTS_ALLOW_SIGNUP = env_bool("UNDOABLE_ALLOW_SIGNUP", not (REDIS_URL or DATABASE_URL))
+UNDOABLE_ALLOW_SIGNUP = env_bool("UNDOABLE_ALLOW_SIGNUP", not (REDIS_URL or DATABASE_URL))
 # Login throttling (webapp.accounts.throttle): this many wrong passwords for one username, or
 # from one client address, within the window lock that username or address out for a while.
-ACCOUNTS_LOGIN_MAX_FAILURES = env_int("UNDOABLE_LOGIN_MAX_FAILURES", 5, minimum=1)
+UNDOABLE_LOGIN_MAX_FAILURES = env_int("UNDOABLE_LOGIN_MAX_FAILURES", 5, minimum=1)
 ACCOUNTS_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int(
     "UNDOABLE_LOGIN_MAX_FAILURES_PER_ADDRESS", 20, minimum=1
 )
-ACCOUNTS_LOGIN_FAILURE_WINDOW_S = env_int("UNDOABLE_LOGIN_FAILURE_WINDOW_S", 60, minimum=1)
-ACCOUNTS_LOGIN_LOCKOUT_S = env_int("UNDOABLE_LOGIN_LOCKOUT_S", 300, minimum=1)
+UNDOABLE_LOGIN_FAILURE_WINDOW_S = env_int("UNDOABLE_LOGIN_FAILURE_WINDOW_S", 60, minimum=1)
+UNDOABLE_LOGIN_LOCKOUT_S = env_int("UNDOABLE_LOGIN_LOCKOUT_S", 300, minimum=1)

@@ -3,7 +3,7 @@ workers as real local processes (tests/fault/topology.py), shared by the fault t
 integration tests pointed at it (tests/fault/test_topology_integration.py).
 
 Timings are shortened so faults resolve within seconds: a run is "worker lost" once its
-heartbeat (every second here: RUN_HEARTBEAT_INTERVAL_S) is 8 s old; the reaper looks every
+heartbeat (every second here: UNDOABLE_RUN_HEARTBEAT_INTERVAL_S) is 8 s old; the reaper looks every
 second.
 """
 

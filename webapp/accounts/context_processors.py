@@ -7,6 +7,6 @@ def login_options(request: HttpRequest) -> dict[str, bool]:
         "google_login_enabled": bool(
             settings.SOCIAL_AUTH_GOOGLE_OAUTH2_KEY and settings.SOCIAL_AUTH_GOOGLE_OAUTH2_SECRET
         ),
-        "accounts_allow_signup": settings.ACCOUNTS_ALLOW_SIGNUP,
+        "accounts_allow_signup": settings.UNDOABLE_ALLOW_SIGNUP,
         "llm_configured": bool(settings.LLM_BASE_URL),
     }

@@ -41,7 +41,7 @@ def _subjects(username: str, address: str) -> list[tuple[str, int]]:
     name = hashlib.sha256(username.casefold().encode("utf-8", "surrogatepass")).hexdigest()
     place = hashlib.sha256(address.encode("utf-8", "surrogatepass")).hexdigest()
     return [
-        (f"{PREFIX}:user:{name}", settings.ACCOUNTS_LOGIN_MAX_FAILURES),
+        (f"{PREFIX}:user:{name}", settings.UNDOABLE_LOGIN_MAX_FAILURES),
         (f"{PREFIX}:address:{place}", settings.ACCOUNTS_LOGIN_MAX_FAILURES_PER_ADDRESS),
     ]
 
@@ -60,8 +60,8 @@ def login_lockout_s(*, username: str, address: str) -> int | None:
 
 def login_failed(*, username: str, address: str) -> None:
     """Count a wrong password; at a subject's limit within the window, lock it out."""
-    window_s = settings.ACCOUNTS_LOGIN_FAILURE_WINDOW_S
-    lockout_s = settings.ACCOUNTS_LOGIN_LOCKOUT_S
+    window_s = settings.UNDOABLE_LOGIN_FAILURE_WINDOW_S
+    lockout_s = settings.UNDOABLE_LOGIN_LOCKOUT_S
     try:
         for stem, allowed in _subjects(username, address):
             key = f"{stem}:failures"

@@ -40,7 +40,7 @@ logout_view = auth_views.LogoutView.as_view()  # POST only (Django 5)
 
 @require_http_methods(["GET", "POST"])
 def signup_view(request: HttpRequest) -> HttpResponse:
-    if not settings.ACCOUNTS_ALLOW_SIGNUP:
+    if not settings.UNDOABLE_ALLOW_SIGNUP:
         raise Http404("Sign-up is closed")
     if request.user.is_authenticated:
         return redirect(settings.LOGIN_REDIRECT_URL)

@@ -2,7 +2,7 @@
 
 A session's sandbox lives in one web process. A request for it that lands on another process
 (no sticky routing in front) is sent on to the holder, at the URL the holder keeps in the
-live-process registry (AGENTS_PEER_URL, webapp.reliability.workers.process_address). The
+live-process registry (UNDOABLE_PEER_URL, webapp.reliability.workers.process_address). The
 holder authenticates the request again and checks ownership as for any request: forwarding
 grants nothing. A forwarded request is marked and never forwarded a second time, so two
 processes that disagree about who holds a session cannot bounce a request between them.

@@ -3,9 +3,9 @@
 The sandbox of a session lives in the process that created it (AgentSession.worker says which);
 in the embedded setup that is the one web process. With several web processes, a request that
 reaches one that does not hold the session is passed on to the holder when the holder said
-where it can be reached (AGENTS_PEER_URL; webapp.agents.session_forward), answered 410 when the
+where it can be reached (UNDOABLE_PEER_URL; webapp.agents.session_forward), answered 410 when the
 holder is gone (the live-process registry, webapp.reliability.workers, has not heard from it in
-RUN_LOST_AFTER_S), else 503: then the load balancer must keep a session's requests on one
+UNDOABLE_RUN_LOST_AFTER_S), else 503: then the load balancer must keep a session's requests on one
 process (sticky routing). A process holding sessions beats in that registry from its first
 session on.
 """
@@ -86,10 +86,10 @@ def _start_beat() -> None:
     global _beat
     if settings.REDIS_URL:
         try:
-            process_beat(worker_name(), settings.AGENTS_PEER_URL)
+            process_beat(worker_name(), settings.UNDOABLE_PEER_URL)
         except redis.RedisError as exc:  # the thread keeps trying
             logger.warning("alive beat failed", extra={"error": repr(exc)})
-        _beat = BeatThread(worker_name(), settings.AGENTS_PEER_URL)
+        _beat = BeatThread(worker_name(), settings.UNDOABLE_PEER_URL)
         _beat.start()
 
 

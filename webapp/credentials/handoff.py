@@ -4,8 +4,8 @@ Credentials never go into task arguments, results, logs or the database. They wa
 cache (local memory in the embedded mode, where the web process is also the worker; Redis in
 production) under a key whose name is an HMAC of the run id with SECRET_KEY (so it cannot be
 guessed or enumerated by run id), encrypted with a key derived from SECRET_KEY (so a Redis
-snapshot on disk holds no plaintext), for CREDENTIAL_TTL_S. The first reader to delete the key
-gets them; any other reader of the same run gets nothing.
+snapshot on disk holds no plaintext), for UNDOABLE_CREDENTIAL_TTL_S. The first reader to delete the
+key gets them; any other reader of the same run gets nothing.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def credentials_stash(*, run_id: int, values: dict[str, str]) -> None:
         return
     clean = {str(name): str(value) for name, value in values.items()}
     token = _fernet().encrypt(json.dumps(clean).encode())
-    cache.set(_cache_key(run_id), token, timeout=settings.CREDENTIAL_TTL_S)
+    cache.set(_cache_key(run_id), token, timeout=settings.UNDOABLE_CREDENTIAL_TTL_S)
 
 
 def credentials_take(*, run_id: int) -> dict[str, str]:

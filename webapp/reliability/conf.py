@@ -1,5 +1,6 @@
-"""The reliability knobs, in seconds: RUN_HEARTBEAT_INTERVAL_S, RUN_LOST_AFTER_S,
-RUN_QUEUED_TIMEOUT_S and REAPER_INTERVAL_S (webapp/settings.py documents each one).
+"""The reliability knobs, in seconds: UNDOABLE_RUN_HEARTBEAT_INTERVAL_S, UNDOABLE_RUN_LOST_AFTER_S,
+UNDOABLE_RUN_QUEUED_TIMEOUT_S and UNDOABLE_REAPER_INTERVAL_S (webapp/settings.py documents each
+one).
 
 Read at call time, so tests can use override_settings.
 """

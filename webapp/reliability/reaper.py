@@ -1,5 +1,5 @@
 """The reaper: ends what nobody will finish any more (a run whose worker was lost, a change
-nobody can decide), every REAPER_INTERVAL_S, in every worker and in `manage.py runs_reap`.
+nobody can decide), every UNDOABLE_REAPER_INTERVAL_S, in every worker and in `manage.py runs_reap`.
 
 What to end is the apps' business: each adds its reap function in its AppConfig.ready() (runs:
 webapp.runs.reaper.runs_reap; workspaces: webapp.workspaces.reaper.changes_reap), so this
@@ -37,14 +37,15 @@ def reapers() -> list[Reaper]:
 
 
 class ReaperThread(threading.Thread):
-    """Calls every reaper every REAPER_INTERVAL_S until `stop()`; survives database outages."""
+    """Calls every reaper every UNDOABLE_REAPER_INTERVAL_S until `stop()`; survives database
+    outages."""
 
     def __init__(self) -> None:
         super().__init__(name="run-reaper", daemon=True)
         self._stop_event = threading.Event()
 
     def run(self) -> None:
-        interval = conf.seconds("REAPER_INTERVAL_S")
+        interval = conf.seconds("UNDOABLE_REAPER_INTERVAL_S")
         while not self._stop_event.wait(interval):
             close_old_connections()
             try:

@@ -2,9 +2,9 @@
 
 - `workers_ping()`: Celery's broadcast ping; the names of the workers that answered.
 - A registry of live processes in Redis: every worker (and any process holding stateful
-  sessions) refreshes `undoable:alive:<name>` every RUN_HEARTBEAT_INTERVAL_S with a TTL of
-  RUN_LOST_AFTER_S, so `process_state(name)` tells "alive" from "lost" without waiting on a ping.
-  A web process stores there the URL its peers reach it at (`process_address(name)`).
+  sessions) refreshes `undoable:alive:<name>` every UNDOABLE_RUN_HEARTBEAT_INTERVAL_S with a TTL of
+  UNDOABLE_RUN_LOST_AFTER_S, so `process_state(name)` tells "alive" from "lost" without waiting on
+  a ping. A web process stores there the URL its peers reach it at (`process_address(name)`).
 - `pinned_queue(name)`: the per-worker queue each Celery worker also consumes, so work for a
   session goes to the worker holding its sandbox (`task.apply_async(..., queue=pinned_queue(w))`).
 """
@@ -61,10 +61,11 @@ def _client() -> redis.Redis | None:
 
 
 def process_beat(name: str, address: str = "") -> None:
-    """Say `name` is alive for the next RUN_LOST_AFTER_S seconds (reachable at `address`)."""
+    """Say `name` is alive for the next UNDOABLE_RUN_LOST_AFTER_S seconds (reachable at
+    `address`)."""
     client = _client()
     if client is not None:
-        ttl_ms = int(conf.seconds("RUN_LOST_AFTER_S") * 1000)
+        ttl_ms = int(conf.seconds("UNDOABLE_RUN_LOST_AFTER_S") * 1000)
         client.set(_ALIVE_PREFIX + name, address.encode() or b"1", px=ttl_ms)
 
 
@@ -91,9 +92,9 @@ def process_gone(name: str) -> None:
 def process_state(name: str) -> ProcessState:
     """ "alive" if `name` beat recently, "lost" if not, "unknown" if Redis cannot tell right now.
 
-    A Redis restarted less than RUN_LOST_AFTER_S ago cannot tell either: it lost every key, and
-    live processes may not have beaten into it yet. Without Redis (embedded mode) there is one
-    process: only this one can be alive.
+    A Redis restarted less than UNDOABLE_RUN_LOST_AFTER_S ago cannot tell either: it lost every
+    key, and live processes may not have beaten into it yet. Without Redis (embedded mode) there is
+    one process: only this one can be alive.
     """
     client = _client()
     if client is None:
@@ -105,7 +106,7 @@ def process_state(name: str) -> ProcessState:
         uptime_s = int(client.info("server")["uptime_in_seconds"])
     except redis.RedisError:
         return "unknown"
-    return "lost" if uptime_s >= conf.seconds("RUN_LOST_AFTER_S") else "unknown"
+    return "lost" if uptime_s >= conf.seconds("UNDOABLE_RUN_LOST_AFTER_S") else "unknown"
 
 
 class BeatThread(threading.Thread):
@@ -118,7 +119,7 @@ class BeatThread(threading.Thread):
         self._stop_event = threading.Event()
 
     def run(self) -> None:
-        interval = conf.seconds("RUN_HEARTBEAT_INTERVAL_S")
+        interval = conf.seconds("UNDOABLE_RUN_HEARTBEAT_INTERVAL_S")
         while True:
             try:
                 process_beat(self.process_name, self.address)

@@ -114,7 +114,7 @@ def _watch(run_id: int, token: CancelToken, stop: threading.Event) -> None:
     sandbox killed: no program runs on for a run already reported over.
     """
     close_old_connections()
-    interval_s = conf.seconds("RUN_HEARTBEAT_INTERVAL_S")
+    interval_s = conf.seconds("UNDOABLE_RUN_HEARTBEAT_INTERVAL_S")
     last_beat = timezone.now()
     failing: set[str] = set()  # log the first failure of a streak, not one every pass
     try:

@@ -3,11 +3,11 @@
 A worker touches `Run.heartbeat_at` every few seconds while a run is `running`
 (webapp.runs.execution). When a worker is killed (`kill -9`, OOM, machine lost) the heartbeat
 stops; every live worker runs this reaper, which ends such runs `failed` with "Worker lost"
-once the heartbeat is RUN_LOST_AFTER_S old (webapp.reliability.reaper's thread calls it).
+once the heartbeat is UNDOABLE_RUN_LOST_AFTER_S old (webapp.reliability.reaper's thread calls it).
 Updates are conditional on the state that was read, so several reapers (one per worker) never
 fight, and a worker that comes back to life cannot be overwritten by a stale decision.
 
-Bound: a killed worker's run is final within RUN_LOST_AFTER_S + REAPER_INTERVAL_S.
+Bound: a killed worker's run is final within UNDOABLE_RUN_LOST_AFTER_S + UNDOABLE_REAPER_INTERVAL_S.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ NEVER_STARTED = "Never started: no worker took this run in time."
 def runs_reap(*, now: dt.datetime | None = None) -> list[int]:
     """Fail lost runs (stale heartbeat) and stale queued ones; return the ids that were ended."""
     now = now or timezone.now()
-    lost_before = now - dt.timedelta(seconds=conf.seconds("RUN_LOST_AFTER_S"))
-    queued_before = now - dt.timedelta(seconds=conf.seconds("RUN_QUEUED_TIMEOUT_S"))
+    lost_before = now - dt.timedelta(seconds=conf.seconds("UNDOABLE_RUN_LOST_AFTER_S"))
+    queued_before = now - dt.timedelta(seconds=conf.seconds("UNDOABLE_RUN_QUEUED_TIMEOUT_S"))
     lost = (
         Run.objects.filter(status=RunStatus.RUNNING)
         .annotate(last_sign=Coalesce("heartbeat_at", "started_at", "created_at"))

@@ -1,8 +1,8 @@
 """Where web runs execute, chosen by one setting as Django chooses its EMAIL_BACKEND.
 
-`settings.RUNNER` names a backend class by dotted path; "threads" and "celery" are short names
-for the two that ship. The rest of the app calls `runner_backend()` and never asks which one is
-on. Both carry a Stop the same way (webapp.runs.stops), which the run's watcher polls; the
+`settings.UNDOABLE_RUNNER` names a backend class by dotted path; "threads" and "celery" are short
+names for the two that ship. The rest of the app calls `runner_backend()` and never asks which one
+is on. Both carry a Stop the same way (webapp.runs.stops), which the run's watcher polls; the
 threads backend also kills a sandbox it holds at once.
 """
 
@@ -75,7 +75,7 @@ class ThreadsRunner(_StopFlags):
 
 class CeleryRunner(_StopFlags):
     """Production: Celery workers, fs/db/rest runs on the queue of the workers that can run
-    them (RUNS_KINDS_QUEUE)."""
+    them (UNDOABLE_KINDS_QUEUE)."""
 
     out_of_process = True
 
@@ -93,14 +93,14 @@ def run_queue(kind: str) -> str | None:
     backend does; UNDOABLE_KINDS_QUEUE sends them to the workers that run it (compose:
     worker-kinds), while plain Python runs may go to Docker-backend workers.
     """
-    if kind != QueryKind.PYTHON and settings.RUNS_KINDS_QUEUE:
-        return str(settings.RUNS_KINDS_QUEUE)
+    if kind != QueryKind.PYTHON and settings.UNDOABLE_KINDS_QUEUE:
+        return str(settings.UNDOABLE_KINDS_QUEUE)
     return None
 
 
 def runner_backend() -> RunnerBackend:
-    """The configured backend (read on each call, so tests may switch settings.RUNNER)."""
-    return _backend(SHORT_NAMES.get(settings.RUNNER, settings.RUNNER))
+    """The configured backend (read on each call, so tests may switch settings.UNDOABLE_RUNNER)."""
+    return _backend(SHORT_NAMES.get(settings.UNDOABLE_RUNNER, settings.UNDOABLE_RUNNER))
 
 
 @functools.cache

@@ -120,7 +120,7 @@ def _get_runner() -> _Runner:
     global _runner
     with _lock:
         if _runner is None:
-            _runner = _Runner(settings.RUNNER_THREADS, FairScheduler())
+            _runner = _Runner(settings.UNDOABLE_RUNNER_THREADS, FairScheduler())
         return _runner
 
 

@@ -107,7 +107,7 @@ def run_start(
     values = {name: credentials[name] for name in needed}
     credentials_stash(run_id=run.pk, values=values)
     _enqueue(run.pk, kind=run.query.kind)
-    logger.info("run queued", extra={"run_id": run.pk, "runner": settings.RUNNER})
+    logger.info("run queued", extra={"run_id": run.pk, "runner": settings.UNDOABLE_RUNNER})
     return run
 
 

@@ -4,7 +4,7 @@ The sandbox only sends statements to the host's broker (executor/kinds/db.py); o
 has run, the run is over and its worker slot free. A holder thread keeps the transaction open
 in this process and waits for the person's choice, which the Keep/Undo services write to the
 PendingChange row (decisions.py wakes it at once in this process; from any other, it notices
-the row within POLL_S). Nobody choosing within DB_PENDING_TIMEOUT_S rolls it back.
+the row within POLL_S). Nobody choosing within UNDOABLE_DB_PENDING_TIMEOUT_S rolls it back.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ POLL_S = 0.5
 
 
 def pending_timeout_s() -> float:
-    return float(settings.DB_PENDING_TIMEOUT_S)
+    return float(settings.UNDOABLE_DB_PENDING_TIMEOUT_S)
 
 
 @contextlib.contextmanager

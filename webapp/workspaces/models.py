@@ -14,14 +14,14 @@ from webapp.runs.models import Run
 
 
 def workspaces_root() -> Path:
-    """Where workspaces live. It and its ancestors up to VAR_DIR get o+x (traverse, not list):
-    bwrap runs as an unprivileged host uid and must reach the folders it binds."""
-    root = Path(settings.WORKSPACES_ROOT)
+    """Where workspaces live. It and its ancestors up to UNDOABLE_VAR_DIR get o+x (traverse, not
+    list): bwrap runs as an unprivileged host uid and must reach the folders it binds."""
+    root = Path(settings.UNDOABLE_WORKSPACES_ROOT)
     root.mkdir(parents=True, exist_ok=True)
-    var_dir = Path(settings.VAR_DIR).resolve()
+    var_dir = Path(settings.UNDOABLE_VAR_DIR).resolve()
     for folder in [root.resolve(), *root.resolve().parents]:
         if folder != var_dir and var_dir not in folder.parents:
-            break  # never touch folders outside the app's own VAR_DIR
+            break  # never touch folders outside the app's own UNDOABLE_VAR_DIR
         st = folder.stat()
         if st.st_uid == os.geteuid() and not st.st_mode & stat.S_IXOTH:
             folder.chmod(st.st_mode | stat.S_IXOTH)
@@ -39,7 +39,8 @@ def control_base() -> Path:
 
 class Workspace(models.Model):
     query = models.OneToOneField(Query, on_delete=models.CASCADE, related_name="workspace")
-    # Single-user installs may point a workspace at a server folder (WORKSPACE_SERVER_FOLDERS).
+    # Single-user installs may point a workspace at a server folder
+    # (UNDOABLE_WORKSPACE_SERVER_FOLDERS).
     server_folder = models.CharField(max_length=1000, blank=True)
     # db kind: the SQLite file in the workspace, unless the credential below is given.
     sqlite_path = models.CharField(max_length=255, default="database.sqlite3")

@@ -4,8 +4,8 @@ The pending copy of an fs run (and a db run's reservation) may sit on a quota tm
 (executor.quota): it is unmounted first, so the removal never descends into a mount and no
 mount is left behind. Removal goes through no-follow directory fds (fs_walk.remove_tree): a
 link planted in the workspace is removed as a link, never followed. A workspace pointed at a
-server folder (WORKSPACE_SERVER_FOLDERS) keeps that folder: it is the person's, only our state
-goes.
+server folder (UNDOABLE_WORKSPACE_SERVER_FOLDERS) keeps that folder: it is the person's, only our
+state goes.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class WorkspaceFiles:
     """Where a workspace lives on disk, read before its row is deleted."""
 
     workspace_id: int
-    folder: Path  # WORKSPACES_ROOT/<id>: files/ (unless a server folder) and state/
+    folder: Path  # UNDOABLE_WORKSPACES_ROOT/<id>: files/ (unless a server folder) and state/
     state_dir: Path
     is_server_folder: bool
 

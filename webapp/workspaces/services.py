@@ -40,8 +40,9 @@ def workspace_fs(workspace: Workspace) -> FsWorkspace:
 
 
 def workspace_set_server_folder(*, workspace: Workspace, folder: str) -> Workspace:
-    """Single-user installs: use one of WORKSPACE_SERVER_FOLDERS as the workspace itself."""
-    allowed = [str(Path(f).resolve()) for f in settings.WORKSPACE_SERVER_FOLDERS]
+    """Single-user installs: use one of UNDOABLE_WORKSPACE_SERVER_FOLDERS as the workspace
+    itself."""
+    allowed = [str(Path(f).resolve()) for f in settings.UNDOABLE_WORKSPACE_SERVER_FOLDERS]
     if folder and str(Path(folder).resolve()) not in allowed:
         raise InvalidSpec("that folder is not one the server allows")
     workspace.server_folder = folder

@@ -75,7 +75,7 @@ def test_sign_up_refuses_a_weak_password() -> None:
     assert not get_user_model().objects.filter(username="newcomer").exists()
 
 
-@override_settings(ACCOUNTS_ALLOW_SIGNUP=False)
+@override_settings(UNDOABLE_ALLOW_SIGNUP=False)
 def test_sign_up_can_be_closed() -> None:
     client = Client()
     assert client.get(reverse("accounts:signup")).status_code == 404

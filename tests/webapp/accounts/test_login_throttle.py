@@ -134,7 +134,7 @@ SETTINGS_PROBE = """
 import json, os
 os.environ["DJANGO_SETTINGS_MODULE"] = "webapp.settings"
 from django.conf import settings
-print(json.dumps([settings.ACCOUNTS_ALLOW_SIGNUP, settings.CACHES["default"]["BACKEND"]]))
+print(json.dumps([settings.UNDOABLE_ALLOW_SIGNUP, settings.CACHES["default"]["BACKEND"]]))
 """
 
 

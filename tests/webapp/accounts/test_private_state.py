@@ -24,7 +24,7 @@ from django.db import connection
 call_command("migrate", verbosity=0)
 with connection.cursor() as cursor:  # an open connection in WAL mode keeps -wal and -shm
     cursor.execute("INSERT INTO django_session VALUES ('k', 'data', '2999-01-01')")
-var = settings.VAR_DIR
+var = settings.UNDOABLE_VAR_DIR
 names = ["", "sessions", "workspaces", "secret-key", "db.sqlite3", "db.sqlite3-wal",
          "db.sqlite3-shm"]
 print(json.dumps({{n: stat.S_IMODE(os.stat(var / n).st_mode) for n in names}}))

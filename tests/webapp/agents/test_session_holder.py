@@ -32,7 +32,9 @@ def registry(redis_server: RedisServer) -> Iterator[redis.Redis]:
     url = redis_server.url(6)
     client = redis.Redis.from_url(url)
     reset_session_manager()  # the next session starts this process's beat under these settings
-    with override_settings(REDIS_URL=url, RUN_LOST_AFTER_S=1, RUN_HEARTBEAT_INTERVAL_S=0.2):
+    with override_settings(
+        REDIS_URL=url, UNDOABLE_RUN_LOST_AFTER_S=1, UNDOABLE_RUN_HEARTBEAT_INTERVAL_S=0.2
+    ):
         yield client
         reset_session_manager()
     for key in client.scan_iter("undoable:alive:*"):

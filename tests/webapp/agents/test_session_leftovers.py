@@ -1,7 +1,7 @@
 """A server killed with sessions open leaves their quota tmpfs mounts and folders under
-`VAR_DIR/sessions/<pid>`; the next server to start sessions removes those of dead processes and
-leaves a live process's alone (issue 14: nothing a killed server held stays on the host).
-Real tmpfs mounts: the tests run as root."""
+`UNDOABLE_VAR_DIR/sessions/<pid>`; the next server to start sessions removes those of dead
+processes and leaves a live process's alone (issue 14: nothing a killed server held stays on the
+host). Real tmpfs mounts: the tests run as root."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from webapp.executor_glue import session_leftovers_remove
 
 @pytest.fixture
 def var_dir(tmp_path: Path) -> Iterator[Path]:
-    with override_settings(VAR_DIR=tmp_path):
+    with override_settings(UNDOABLE_VAR_DIR=tmp_path):
         yield tmp_path
     unmount_under(tmp_path)
 

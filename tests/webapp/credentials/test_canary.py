@@ -170,7 +170,7 @@ def production_mode(celery_worker: Path, redis_url: str) -> Iterator[None]:
     app.conf.broker_url = redis_url
     _reset_celery_connections(app)
     with override_settings(
-        RUNNER="celery",
+        UNDOABLE_RUNNER="celery",
         REDIS_URL=redis_url,
         CACHES=cache_settings(redis_url),
         CELERY_BROKER_URL=redis_url,

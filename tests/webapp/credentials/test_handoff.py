@@ -26,7 +26,7 @@ def redis_db(redis_server: RedisServer) -> Iterator[redis.Redis]:
     url = redis_server.url(13)
     client = redis.Redis.from_url(url)
     client.flushdb()
-    with override_settings(CACHES=cache_settings(url), CREDENTIAL_TTL_S=30):
+    with override_settings(CACHES=cache_settings(url), UNDOABLE_CREDENTIAL_TTL_S=30):
         yield client
     client.flushdb()
     client.close()
@@ -38,7 +38,7 @@ def any_cache(request: pytest.FixtureRequest) -> Iterator[None]:
         request.getfixturevalue("redis_db")
         yield
         return
-    with override_settings(CACHES=cache_settings(""), CREDENTIAL_TTL_S=60):
+    with override_settings(CACHES=cache_settings(""), UNDOABLE_CREDENTIAL_TTL_S=60):
         cache.clear()
         yield
 

@@ -75,7 +75,7 @@ def test_a_server_folder_keeps_the_persons_files_only_our_state_goes(
     person.mkdir(mode=0o755)
     (person / "notes.txt").write_text("theirs")
     query = QueryFactory(owner=owner, kind="fs", forward_code=WRITES)
-    with override_settings(WORKSPACE_SERVER_FOLDERS=[str(person)]):
+    with override_settings(UNDOABLE_WORKSPACE_SERVER_FOLDERS=[str(person)]):
         ws.workspace_set_server_folder(workspace=ws.workspace_for_query(query), folder=str(person))
         workspace = with_a_pending_fs_change(query)
     history.query_delete(query=query)

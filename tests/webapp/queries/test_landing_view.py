@@ -29,7 +29,7 @@ def test_the_landing_page_offers_google_only_when_it_is_configured(client, db) -
     assert reverse("social:begin", args=["google-oauth2"]) in page
 
 
-@override_settings(ACCOUNTS_ALLOW_SIGNUP=False)
+@override_settings(UNDOABLE_ALLOW_SIGNUP=False)
 def test_the_landing_page_offers_sign_up_only_when_it_is_open(client, db) -> None:
     assert reverse("accounts:signup") not in client.get("/").content.decode()
 

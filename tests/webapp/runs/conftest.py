@@ -23,6 +23,6 @@ def sandbox_backend():
 @pytest.fixture
 def threads_runner(sandbox_backend, transactional_db) -> Iterator[None]:
     """Embedded mode: runs execute on the in-process pool and commit for real."""
-    with override_settings(RUNNER="threads"):
+    with override_settings(UNDOABLE_RUNNER="threads"):
         yield
     runner.shutdown()

@@ -127,7 +127,10 @@ def celery_mode(redis_broker, redis_url: str) -> Iterator[None]:
         }
     }
     with override_settings(
-        RUNNER="celery", REDIS_URL=redis_url, CACHES=cache_settings(redis_url), CHANNEL_LAYERS=layer
+        UNDOABLE_RUNNER="celery",
+        REDIS_URL=redis_url,
+        CACHES=cache_settings(redis_url),
+        CHANNEL_LAYERS=layer,
     ):
         yield
 
@@ -217,9 +220,9 @@ async def test_the_workers_reaper_fails_a_run_whose_heartbeat_went_silent() -> N
 
 def test_the_worker_says_it_is_alive_in_the_process_registry() -> None:
     assert process_state(f"undoable-test@{socket.gethostname()}") == "alive"
-    # The session's Redis is young: one that started less than RUN_LOST_AFTER_S ago cannot
+    # The session's Redis is young: one that started less than UNDOABLE_RUN_LOST_AFTER_S ago cannot
     # tell "lost" from "not beaten yet" (process_state says "unknown" then).
-    with override_settings(RUN_LOST_AFTER_S=1):
+    with override_settings(UNDOABLE_RUN_LOST_AFTER_S=1):
         assert process_state("undoable-never-started@nowhere") == "lost"
 
 
@@ -240,7 +243,7 @@ def test_kind_runs_go_to_the_kinds_queue_and_python_runs_stay_on_the_default_one
     client.delete("kinds-test")
     db_query = QueryFactory(kind="db", forward_code="print('needs bwrap')")
     python_query = QueryFactory(forward_code="print('anywhere')")
-    with override_settings(RUNS_KINDS_QUEUE="kinds-test"):
+    with override_settings(UNDOABLE_KINDS_QUEUE="kinds-test"):
         held = services.query_run(query=db_query)
         ran = services.query_run(query=python_query)
     # No worker here consumes kinds-test: the db run waits there, the python one is served.

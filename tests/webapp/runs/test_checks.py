@@ -18,12 +18,12 @@ REDIS = {
 
 def test_check_fails_for_celery_with_the_in_memory_layer() -> None:
     with (
-        override_settings(RUNNER="celery", CHANNEL_LAYERS=IN_MEMORY),
+        override_settings(UNDOABLE_RUNNER="celery", CHANNEL_LAYERS=IN_MEMORY),
         pytest.raises(SystemCheckError, match="queries.E001"),
     ):
         call_command("check")
 
 
 def test_check_passes_for_celery_with_redis() -> None:
-    with override_settings(RUNNER="celery", CHANNEL_LAYERS=REDIS):
+    with override_settings(UNDOABLE_RUNNER="celery", CHANNEL_LAYERS=REDIS):
         call_command("check")

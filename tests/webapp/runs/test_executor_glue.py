@@ -17,7 +17,7 @@ from webapp.runs.models import RunStatus
 
 @pytest.fixture
 def broken_sandbox(sandbox_backend) -> Iterator[None]:
-    with override_settings(EXECUTOR_ROOTFS="/nonexistent/rootfs", RUNNER="threads"):
+    with override_settings(EXECUTOR_ROOTFS="/nonexistent/rootfs", UNDOABLE_RUNNER="threads"):
         reset_executor()
         yield
     reset_executor()

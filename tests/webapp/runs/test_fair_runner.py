@@ -36,7 +36,7 @@ class FifoScheduler:
 
 @pytest.fixture(autouse=True)
 def four_threads() -> Iterator[None]:
-    with override_settings(RUNNER_THREADS=THREADS):
+    with override_settings(UNDOABLE_RUNNER_THREADS=THREADS):
         yield
 
 

@@ -99,7 +99,9 @@ def test_heartbeats_go_on_through_a_redis_outage_and_stop_works_after_it(
 ) -> None:
     # Celery mode's Stop travels through Redis; the runs still execute on this process's pool.
     with override_settings(
-        RUNNER="celery", CACHES=cache_settings(private_redis.url), RUN_HEARTBEAT_INTERVAL_S=0.2
+        UNDOABLE_RUNNER="celery",
+        CACHES=cache_settings(private_redis.url),
+        UNDOABLE_RUN_HEARTBEAT_INTERVAL_S=0.2,
     ):
         run = started_run()
         private_redis.stop()
@@ -120,7 +122,7 @@ def test_heartbeats_go_on_through_a_redis_outage_and_stop_works_after_it(
 
 
 def test_a_run_the_reaper_ended_is_not_overwritten_and_its_sandbox_is_stopped() -> None:
-    with override_settings(RUN_HEARTBEAT_INTERVAL_S=0.2):
+    with override_settings(UNDOABLE_RUN_HEARTBEAT_INTERVAL_S=0.2):
         run = started_run()
         # As if the worker's heartbeat had been silent for an hour (a long database outage).
         later = timezone.now() + dt.timedelta(hours=1)
@@ -147,7 +149,7 @@ def test_the_reaper_fails_a_silent_run_and_leaves_a_beating_one() -> None:
         worker="alive@host",
     )
 
-    with override_settings(RUN_LOST_AFTER_S=30):
+    with override_settings(UNDOABLE_RUN_LOST_AFTER_S=30):
         ended = runs_reap()
 
     silent.refresh_from_db()

@@ -24,7 +24,9 @@ def workspaces_root() -> Iterator[Path]:
     root = Path(tempfile.mkdtemp(prefix="ws-", dir=base))
     root.chmod(0o711)
     with override_settings(
-        WORKSPACES_ROOT=root, DB_PENDING_TIMEOUT_S=60, EXECUTOR_EGRESS_ALLOW_PRIVATE=True
+        UNDOABLE_WORKSPACES_ROOT=root,
+        UNDOABLE_DB_PENDING_TIMEOUT_S=60,
+        EXECUTOR_EGRESS_ALLOW_PRIVATE=True,
     ):
         yield root
     unmount_under(root)

@@ -106,7 +106,7 @@ def test_a_db_run_kept_commits_three_users():
 def test_a_pending_db_transaction_rolls_back_after_the_timeout():
     query = QueryFactory(kind="db", forward_code="db.execute('CREATE TABLE t (x)')\n")
     workspace = ws.workspace_for_query(query)
-    with override_settings(DB_PENDING_TIMEOUT_S=1):
+    with override_settings(UNDOABLE_DB_PENDING_TIMEOUT_S=1):
         run = finished(services.query_run(query=query))
     wait_until(
         lambda: change_of(run).status == ChangeStatus.ROLLED_BACK_TIMEOUT,

@@ -23,10 +23,10 @@ from typing import Any
 
 from executor.backends.bwrap import fdwait
 from executor.backends.bwrap.cgroups import SandboxCgroup
+from executor.backends.bwrap.spawn import spawn_sandbox
 from executor.errors import SandboxFailed
 from executor.limits import Limits
-from executor.policy.bwrap_args import SandboxFds, bwrap_argv, launch_argv, program_rlimits
-from executor.policy.seccomp import seccomp_pipe
+from executor.policy.bwrap_args import SandboxFds, bwrap_argv, program_rlimits
 
 # pip inside a session: the rootfs's Python is "externally managed" (PEP 668); installs go to
 # the user site in the writable HOME (/workspace/.local), offline, without a cache.
@@ -173,42 +173,27 @@ class SessionSandbox(SessionChannel):
         host_uid: int | None,
         cgroup_parents: dict[str, str],
     ) -> SessionSandbox:
-        cgroup = SandboxCgroup.create(cgroup_parents) if cgroup_parents else None
-        memory_cgroup = bool(cgroup and cgroup.has_memory)
-        rlimits = program_rlimits(limits, memory_cgroup=memory_cgroup)
-        config = json.dumps({"rlimits": rlimits, "max_output_bytes": limits.max_output_bytes})
-        to_close: list[int] = []
-        try:
-            if cgroup is not None:
-                cgroup.apply(limits)
-            seccomp_r = seccomp_pipe()
-            cmd_r, cmd_w = os.pipe()
-            reply_r, reply_w = os.pipe()
-            to_close += [seccomp_r, cmd_r, reply_w]
-            fds = SandboxFds(seccomp=seccomp_r, job=cmd_r, status=reply_w)
-            argv = launch_argv(
-                session_argv(rootfs=rootfs, workdir=workdir, limits=limits, fds=fds, config=config),
-                cgroup_procs=cgroup.procs_files if cgroup else (),
-                host_uid=host_uid,
-                hard_limit_s=lifetime_s,
+        def argv_for(fds: SandboxFds, cgroup: SandboxCgroup | None) -> list[str]:
+            memory_cgroup = bool(cgroup and cgroup.has_memory)
+            rlimits = program_rlimits(limits, memory_cgroup=memory_cgroup)
+            config = json.dumps({"rlimits": rlimits, "max_output_bytes": limits.max_output_bytes})
+            return session_argv(
+                rootfs=rootfs, workdir=workdir, limits=limits, fds=fds, config=config
             )
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                pass_fds=(seccomp_r, cmd_r, reply_w),
-                env={},
-                start_new_session=True,
-            )
-        except OSError as exc:
-            if cgroup is not None:
-                cgroup.remove()
-            raise SandboxFailed(f"could not start the session sandbox: {exc}") from exc
-        finally:
-            for fd in to_close:
-                os.close(fd)
-        sandbox = cls(proc, cmd_w, reply_r, cgroup, max_reply_bytes(limits))
+
+        spawned = spawn_sandbox(
+            argv_for,
+            limits=limits,
+            cgroup_parents=cgroup_parents,
+            host_uid=host_uid,
+            hard_limit_s=lifetime_s,
+            stdio=(subprocess.DEVNULL, subprocess.DEVNULL, subprocess.PIPE),
+            what="the session sandbox",
+        )
+        proc = spawned.proc
+        sandbox = cls(
+            proc, spawned.job_w, spawned.status_r, spawned.cgroup, max_reply_bytes(limits)
+        )
         try:
             sandbox.receive(deadline=time.monotonic() + 30.0)
         except SessionDied as exc:

@@ -22,11 +22,11 @@ from collections.abc import Sequence
 
 from executor.backends.bwrap import fdwait
 from executor.backends.bwrap.cgroups import SandboxCgroup
+from executor.backends.bwrap.spawn import spawn_sandbox
 from executor.errors import SandboxFailed
 from executor.limits import Limits
-from executor.policy.bwrap_args import SandboxFds, bwrap_argv, driver_payload, launch_argv
+from executor.policy.bwrap_args import bwrap_argv, driver_payload
 from executor.policy.mounts import Mount
-from executor.policy.seccomp import seccomp_pipe
 
 logger = logging.getLogger(__name__)
 
@@ -64,54 +64,19 @@ class Sandbox:
     ) -> Sandbox:
         """Start bwrap (with `mounts` bound in, see executor/policy/mounts.py); the driver
         then waits for its one job. Pooled sandboxes are started without mounts."""
-        cgroup = SandboxCgroup.create(cgroup_parents) if cgroup_parents else None
-        fds_to_close: list[int] = []
-        ours: list[int] = []  # our pipe ends: the sandbox's once it exists, closed if not
-        try:
-            if cgroup is not None:
-                cgroup.apply(limits)
-            seccomp_r = seccomp_pipe()
-            fds_to_close.append(seccomp_r)
-            job_r, job_w = os.pipe()
-            fds_to_close.append(job_r)
-            ours.append(job_w)
-            status_r, status_w = os.pipe()
-            fds_to_close.append(status_w)
-            ours.append(status_r)
-            fds = SandboxFds(seccomp=seccomp_r, job=job_r, status=status_w)
-            argv = launch_argv(
-                bwrap_argv(rootfs=rootfs, limits=limits, fds=fds, mounts=mounts),
-                cgroup_procs=cgroup.procs_files if cgroup else (),
-                host_uid=host_uid,
-                hard_limit_s=hard_limit_s,
-            )
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(seccomp_r, job_r, status_w),
-                env={},  # bwrap itself must not carry the host environment (/proc/1/environ)
-                start_new_session=True,
-            )
-        except OSError as exc:
-            fds_to_close += ours
-            if cgroup is not None:
-                cgroup.remove()
-            raise SandboxFailed(f"could not start bwrap: {exc}") from exc
-        except BaseException:
-            # A refused policy (InvalidSpec, InvalidLimits) must not leave the cgroup behind.
-            fds_to_close += ours
-            if cgroup is not None:
-                cgroup.remove()
-            raise
-        finally:
-            for fd in fds_to_close:
-                os.close(fd)
-        sandbox = cls(proc, job_w, status_r, cgroup)
+        spawned = spawn_sandbox(
+            lambda fds, _cgroup: bwrap_argv(rootfs=rootfs, limits=limits, fds=fds, mounts=mounts),
+            limits=limits,
+            cgroup_parents=cgroup_parents,
+            host_uid=host_uid,
+            hard_limit_s=hard_limit_s,
+            stdio=(subprocess.PIPE, subprocess.PIPE, subprocess.PIPE),
+            what="bwrap",
+        )
+        sandbox = cls(spawned.proc, spawned.job_w, spawned.status_r, spawned.cgroup)
         try:
             # The supervisor itself comes first on the job pipe; it fits the pipe's buffer.
-            os.write(job_w, driver_payload(rootfs))
+            os.write(spawned.job_w, driver_payload(rootfs))
         except BaseException as exc:
             sandbox.destroy()  # started but never fed: killed and reaped now, not at hard kill
             if isinstance(exc, OSError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import resource
 import sys
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from twisted.internet.interfaces import IAddress
 from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.python.failure import Failure
 from twisted.web import http
+
+from webapp.reliability.management.commands.migrate import var_dir_setup
 
 logger = logging.getLogger("webapp.serve")  # also when run as __main__
 
@@ -210,6 +213,9 @@ class ServeCommand(CommandLineInterface):
 
 
 def main(argv: list[str] | None = None) -> None:
+    # The state folders, as `manage.py migrate` sets them up: a web container runs no migrate.
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    var_dir_setup()
     ServeCommand().run(sys.argv[1:] if argv is None else argv)
 
 

@@ -7,14 +7,9 @@ in-process thread pool, bubblewrap sandbox. Production: DATABASE_URL (PostgreSQL
 
 from __future__ import annotations
 
-import os
-import secrets
-import stat
-from collections.abc import Mapping
 from pathlib import Path
 
 import dj_database_url
-from django.core.exceptions import ImproperlyConfigured
 
 from webapp.env import (
     env_bool,
@@ -28,45 +23,26 @@ from webapp.env import (
 from webapp.redis_client import cache_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-# Resolved: sandbox mounts refuse paths that go through a symlink.
+# Resolved: sandbox mounts refuse paths that go through a symlink. Importing these settings
+# creates nothing: `manage.py migrate` sets this folder up first (webapp/reliability/management/
+# commands/migrate.py), and webapp.serve its folders.
 UNDOABLE_VAR_DIR = Path(env_str("UNDOABLE_VAR_DIR", str(BASE_DIR / "var"))).resolve()
-UNDOABLE_VAR_DIR.mkdir(mode=0o711, parents=True, exist_ok=True)
+
+# A single-machine install keeps a generated key in var/ so sessions survive restarts; migrate
+# writes it (None: the key is DJANGO_SECRET_KEY's). No key at all leaves SECRET_KEY empty, which
+# Django refuses to sign with: never a constant.
+_given_secret_key = env_secret("DJANGO_SECRET_KEY")
+EMBEDDED_SECRET_KEY_FILE = None if _given_secret_key else UNDOABLE_VAR_DIR / "secret-key"
 
 
-def _private_var_dir(folder: Path) -> None:
-    # Traversable, not listable: sandboxes (another uid) reach the rootfs, workspaces and
-    # session folders inside; nobody else may list it. Our own files in it are 0600 below.
-    info = folder.stat()
-    if info.st_mode & stat.S_ISVTX:
-        raise ImproperlyConfigured(
-            f"UNDOABLE_VAR_DIR {folder} is a shared folder (sticky bit): give Undoable its own"
-        )
-    if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) != 0o711:
-        folder.chmod(0o711)
+def _embedded_secret_key(path: Path | None) -> str:
+    try:
+        return path.read_text().strip() if path else ""
+    except FileNotFoundError:
+        return ""
 
 
-def _private_file(path: Path) -> None:
-    """Create `path` if missing, 0600 either way (also a file an older version left readable)."""
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
-    os.chmod(path, 0o600, follow_symlinks=False)
-
-
-_private_var_dir(UNDOABLE_VAR_DIR)
-# The agent sessions' folder (webapp.executor_glue.session_config), likewise: 0711.
-(UNDOABLE_VAR_DIR / "sessions").mkdir(mode=0o711, exist_ok=True)
-_private_var_dir(UNDOABLE_VAR_DIR / "sessions")
-
-
-def _embedded_secret_key() -> str:
-    # A single-machine install keeps its key in var/ so sessions survive restarts.
-    path = UNDOABLE_VAR_DIR / "secret-key"
-    _private_file(path)  # 0600, also a key an older version left readable
-    if not path.read_text().strip():
-        path.write_text(secrets.token_urlsafe(50))
-    return path.read_text().strip()
-
-
-SECRET_KEY = env_secret("DJANGO_SECRET_KEY") or _embedded_secret_key()
+SECRET_KEY = _given_secret_key or _embedded_secret_key(EMBEDDED_SECRET_KEY_FILE)
 DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
@@ -171,21 +147,6 @@ DATABASES = {
 }
 
 
-def _private_sqlite(config: Mapping[str, object]) -> None:
-    # SQLite gives its -wal, -shm and -journal files the database file's mode: 0600 covers them.
-    name = str(config.get("NAME") or "")
-    if config["ENGINE"] != "django.db.backends.sqlite3" or name in ("", ":memory:"):
-        return
-    path = Path(name)
-    if name.startswith("file:") or not path.parent.is_dir():
-        return
-    _private_file(path)
-    for suffix in ("-wal", "-shm", "-journal"):
-        if Path(f"{name}{suffix}").exists():
-            os.chmod(f"{name}{suffix}", 0o600, follow_symlinks=False)
-
-
-_private_sqlite(DATABASES["default"])
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -216,8 +177,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = UNDOABLE_VAR_DIR / "staticfiles"
-STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise serves from finders; an empty root is fine
+STATIC_ROOT = UNDOABLE_VAR_DIR / "staticfiles"  # whitenoise serves from finders; may be empty
 WHITENOISE_USE_FINDERS = True
 
 # --- Queue, channel layer and where runs execute -------------------------------------------
@@ -293,8 +253,6 @@ EXECUTOR_EGRESS_ALLOW_PRIVATE = env_bool("EXECUTOR_EGRESS_ALLOW_PRIVATE", False)
 UNDOABLE_WORKSPACES_ROOT = Path(
     env_str("UNDOABLE_WORKSPACES_ROOT", str(UNDOABLE_VAR_DIR / "workspaces"))
 ).resolve()
-UNDOABLE_WORKSPACES_ROOT.mkdir(mode=0o711, parents=True, exist_ok=True)
-_private_var_dir(UNDOABLE_WORKSPACES_ROOT)  # traversable by the sandbox uid, listable by nobody
 # A db run's transaction is rolled back by itself if nobody chooses Keep or Undo in time.
 UNDOABLE_DB_PENDING_TIMEOUT_S = env_float("UNDOABLE_DB_PENDING_TIMEOUT_S", 600.0, minimum=1)
 # Single-user installs may point a query's workspace at one of these server folders.

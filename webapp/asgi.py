@@ -19,12 +19,12 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import get_resolver  # noqa: E402
 
-from webapp.agents.asgi import ApiASGIHandler, route_http  # noqa: E402
+from webapp.agents.asgi import api_application, route_http  # noqa: E402
 from webapp.routing import SameOriginValidator, websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": route_http(site=django_asgi_app, api=ApiASGIHandler()),
+        "http": route_http(site=django_asgi_app, api=api_application()),
         # Scheme, host and port of the Origin must be the site's own (see webapp/routing.py).
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }

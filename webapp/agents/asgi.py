@@ -21,6 +21,8 @@ from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.exception import convert_exception_to_response
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
+from webapp.agents.refused_early import refused_early
+
 API_PREFIX = "/api/v1/"
 security_logger = logging.getLogger("django.security.DisallowedHost")
 
@@ -61,6 +63,12 @@ class ApiASGIHandler(ASGIHandler):
         self._exception_middleware: list[Any] = []
         view = convert_exception_to_response(self._get_response_async)  # type: ignore[attr-defined]
         self._middleware_chain = convert_exception_to_response(ApiSecurityMiddleware(view))
+
+
+def api_application() -> Callable[..., Awaitable[None]]:
+    """The API's ASGI app as the server runs it: a refused user's run requests are answered in
+    front of Django (webapp.agents.refused_early), everything else by ApiASGIHandler."""
+    return refused_early(ApiASGIHandler())
 
 
 def route_http(

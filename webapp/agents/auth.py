@@ -17,6 +17,7 @@ from django.http import HttpRequest
 from ninja.security import HttpBearer
 
 from webapp.agents.models import ApiToken
+from webapp.agents.refused_early import known_bearers
 from webapp.agents.tokens import token_authenticate
 
 # Lookups take ~0.1 ms; two threads keep one slow query (a locked SQLite file, a database
@@ -45,4 +46,8 @@ class TokenAuth(HttpBearer):
 
     async def authenticate(self, request: HttpRequest, token: str) -> ApiToken | None:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(_lookups, token_lookup, token.strip())
+        secret = token.strip()
+        found = await loop.run_in_executor(_lookups, token_lookup, secret)
+        if found is not None:
+            known_bearers.note(secret, found.owner_id)  # see webapp.agents.refused_early
+        return found

@@ -116,11 +116,11 @@ async def within_quota(key: object, user: object, work: Callable[[], T]) -> T:
 
     The wait happens on a thread of _waits, not of the exec pool, so a flood's waiting requests
     never fill the exec threads that other users' admitted runs need. A user refused admission
-    is refused again, answered when its Retry-After has passed (fairshare.RefusedRecently).
+    is refused again, its answer held past the Retry-After (fairshare.RefusedRecently).
     """
     if (again := refused_recently.again(user)) is not None:
-        left, refused = again
-        await asyncio.sleep(left)  # on the event loop: no thread held while the answer waits
+        hold_s, refused = again
+        await asyncio.sleep(hold_s)  # on the event loop: no thread held while the answer waits
         raise refused
     entering = asyncio.get_running_loop().run_in_executor(_waits, quota_enter, key, user)
     try:

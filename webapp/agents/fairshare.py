@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import threading
 import time
 from collections import Counter, deque
@@ -192,32 +193,41 @@ class RefusedRecently:
     """Users this process refused admission to, until the Retry-After they were given.
 
     A request of such a user inside that time is refused again without a round of the limiters
-    (no thread hop, no Redis call), and its answer waits until the Retry-After has passed: a
-    held request costs the event loop nearly nothing, and a flood that ignores Retry-After then
-    gets one answer per connection per Retry-After instead of as many as it can ask for. Per
-    process, so it needs no coordination; another process refuses through the admission itself.
+    (no thread hop, no Redis call), and its answer is held for one Retry-After from its own
+    arrival, stretched by a random part of one more: a held request costs the event loop nearly
+    nothing, and a flood that ignores Retry-After gets under one answer per connection per
+    Retry-After instead of as many as it can ask for. The random part keeps the flood's
+    connections from coming back in step: answered at the same instant, they would all send
+    again at once, and parsing those requests back to back delays every other request of this
+    process by as much (64 connections: ~170 ms once a second). Per process, so it needs no
+    coordination; another process refuses through the admission itself.
     """
 
     # Past this many users noted, the expired notes are dropped.
     PRUNE_AT = 1024
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
         self.clock = clock
+        self.jitter = jitter  # in [0, 1): the random part of a hold, in Retry-Afters
         self._lock = threading.Lock()
         self._until: dict[Hashable, tuple[float, str]] = {}
 
     def again(self, user: Hashable) -> tuple[float, ShareExceeded] | None:
-        """If `user` was refused less than its Retry-After ago: the seconds left and the
-        refusal to answer with once they have passed; else None."""
+        """If `user` was refused less than its Retry-After ago: how long to hold the answer,
+        and the refusal to answer with then; else None."""
         with self._lock:
             noted = self._until.get(user)
             if noted is None:
                 return None
-            left = noted[0] - self.clock()
-            if left <= 0:
+            if noted[0] <= self.clock():
                 del self._until[user]
                 return None
-        return left, ShareExceeded(noted[1], 1)
+        refused = ShareExceeded(noted[1], 1)
+        return refused.retry_after_s * (1.0 + self.jitter()), refused
 
     def note(self, user: Hashable, refused: ShareExceeded) -> None:
         with self._lock:

@@ -13,6 +13,7 @@ from django.test import Client
 
 from webapp.agents.fairshare import refused_recently
 from webapp.agents.ratelimit import local_limiter
+from webapp.agents.refused_early import known_bearers
 from webapp.agents.session_services import reset_session_manager
 from webapp.agents.tokens import token_create
 
@@ -63,9 +64,11 @@ def stranger(transactional_db: None) -> Persona:
 def _fresh_quota() -> Iterator[None]:
     local_limiter.reset()
     refused_recently.reset()
+    known_bearers.reset()
     yield
     local_limiter.reset()
     refused_recently.reset()
+    known_bearers.reset()
 
 
 @pytest.fixture

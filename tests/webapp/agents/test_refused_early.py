@@ -1,0 +1,135 @@
+"""A refused user's next run requests are answered in front of Django (webapp.agents.refused_early).
+
+Driven through the API's ASGI app as the server runs it (webapp.agents.asgi.api_application).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from asgiref.testing import ApplicationCommunicator
+
+from webapp.agents import auth
+from webapp.agents.asgi import api_application
+from webapp.agents.fairshare import refused_recently
+from webapp.agents.quota import get_admission
+from webapp.agents.refused_early import is_run_request, known_bearers
+
+
+@pytest.fixture(autouse=True)
+def _one_run_per_host(settings) -> None:
+    settings.AGENTS_MAX_RUNS_PER_HOST = 1
+    settings.AGENTS_MAX_WAITING_PER_USER = 0
+
+
+async def asgi_post(path: str, token: str, body: dict[str, Any]) -> tuple[int, dict, Any]:
+    """POST through the API's ASGI app: (status, headers, JSON body)."""
+    data = json.dumps(body).encode()
+    scope = {
+        "type": "http",
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"testserver"),
+            (b"authorization", f"Bearer {token}".encode()),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(data)).encode()),
+        ],
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 8000),
+    }
+    communicator = ApplicationCommunicator(api_application(), scope)
+    await communicator.send_input({"type": "http.request", "body": data, "more_body": False})
+    start = await communicator.receive_output(timeout=30)
+    body_message = await communicator.receive_output(timeout=30)
+    await communicator.wait(timeout=5)
+    headers = {k.decode().lower(): v.decode() for k, v in start.get("headers", [])}
+    return start["status"], headers, json.loads(body_message["body"])
+
+
+@pytest.fixture
+def lookups(monkeypatch) -> list[str]:
+    """The token lookups Django's side made (one per request that reached the API's views)."""
+    seen: list[str] = []
+    real = auth.token_lookup
+
+    def counted(secret: str) -> Any:
+        seen.append(secret)
+        return real(secret)
+
+    monkeypatch.setattr(auth, "token_lookup", counted)
+    monkeypatch.setattr(refused_recently, "jitter", lambda: 0.0)
+    return seen
+
+
+async def refused_twice(owner, lookups: list[str]) -> tuple[tuple[int, dict, Any], int]:
+    """The owner refused once through Django (the host's one slot is its own), then its next
+    run request; returns that answer and how many lookups it made."""
+    with get_admission().admit(owner.user.pk, capacity=1, wait_s=0, queue=0):
+        status, _, first = await asgi_post("/api/v1/exec", owner.token, {"code": "print(1)"})
+        assert status == 429, first
+        before = len(lookups)
+        again = await asgi_post("/api/v1/exec", owner.token, {"code": "print(2)"})
+    return again, len(lookups) - before
+
+
+@pytest.mark.asyncio
+async def test_a_refused_users_next_run_is_answered_before_django(owner, lookups):
+    (status, headers, body), reached_django = await refused_twice(owner, lookups)
+    assert reached_django == 0
+    assert status == 429
+    assert body == {"error": "at most 1 runs at once on this server, shared by 1 busy users"}
+    assert headers["retry-after"] == "1"
+    assert headers["content-type"] == "application/json"
+    assert headers["x-content-type-options"] == "nosniff"
+
+
+@pytest.mark.asyncio
+@pytest.mark.sabotage
+async def test_sabotage_without_the_known_bearers_every_refused_run_reaches_django(
+    owner, lookups, monkeypatch
+):
+    monkeypatch.setattr(known_bearers, "owner", lambda secret: None)
+    (status, _, _), reached_django = await refused_twice(owner, lookups)
+    # The breach: the flood's request paid for Django again (and was refused there).
+    assert status == 429
+    assert reached_django == 1
+
+
+@pytest.mark.asyncio
+async def test_another_users_run_is_not_held_by_a_refused_one(owner, stranger, lookups):
+    with get_admission().admit(owner.user.pk, capacity=1, wait_s=0, queue=0):
+        status, _, _ = await asgi_post("/api/v1/exec", owner.token, {"code": "print(1)"})
+        assert status == 429
+    status, _, _ = await asgi_post("/api/v1/exec", stranger.token, {"code": "print(7)"})
+    assert status == 200
+
+
+def test_only_run_requests_are_answered_early():
+    def scope(method: str, path: str) -> dict[str, Any]:
+        return {"method": method, "path": path}
+
+    assert is_run_request(scope("POST", "/api/v1/exec"))
+    assert is_run_request(scope("POST", "/api/v1/sessions/abc/exec"))
+    assert not is_run_request(scope("GET", "/api/v1/exec"))
+    assert not is_run_request(scope("POST", "/api/v1/sessions"))
+    assert not is_run_request(scope("POST", "/api/v1/sessions//exec"))
+    assert not is_run_request(scope("DELETE", "/api/v1/sessions/abc"))
+    assert not is_run_request(scope("POST", "/api/v1/sessions/abc/files/exec"))
+
+
+def test_tokens_are_known_by_digest_and_the_oldest_forgotten(monkeypatch):
+    monkeypatch.setattr(known_bearers, "MAX_KNOWN", 2)
+    known_bearers.note("udb_one", 1)
+    known_bearers.note("udb_two", 2)
+    known_bearers.note("udb_three", 3)
+    assert known_bearers.owner("udb_one") is None
+    assert known_bearers.owner("udb_three") == 3
+    assert "udb_two" not in repr(known_bearers._owners)

@@ -1,0 +1,121 @@
+"""A refused user's next runs, answered before Django (issue 14: a flood that ignores Retry-After).
+
+A user refused admission is noted by fairshare.refused_recently until its Retry-After has
+passed; within_quota then holds the next request's answer until that time. Such a request still
+went through Django first: the ASGI handler, the bearer token's lookup on a thread, the body's
+parse and validation, about 2-3 ms of a web process's CPU for every request of a flood that
+ignores Retry-After, on the cores the well-behaved users' runs need.
+
+Here the ASGI app looks at a run request's bearer token before Django does. A token this process
+authenticated (noted by webapp.agents.auth, by digest) whose user is refused right now gets the
+same 429 after the same hold, from the event loop, and Django never sees it. Anything
+else goes to Django as before: an unknown token, another user, another path, a refusal expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any
+
+from django.conf import settings
+
+from webapp.agents.fairshare import refused_recently
+
+ASGIApp = Callable[[dict[str, Any], Callable[..., Any], Callable[..., Any]], Awaitable[None]]
+
+# The requests within_quota refuses a refused user: a stateless run, a session cell.
+_EXEC = "/api/v1/exec"
+_SESSIONS = "/api/v1/sessions/"
+
+
+def is_run_request(scope: dict[str, Any]) -> bool:
+    if scope.get("method") != "POST":
+        return False
+    path: str = scope["path"]
+    if path == _EXEC:
+        return True
+    session_id, _, tail = path.removeprefix(_SESSIONS).partition("/")
+    return path.startswith(_SESSIONS) and bool(session_id) and tail == "exec"
+
+
+def bearer_digest(secret: str) -> bytes:
+    """What a token is remembered by here: never the secret itself."""
+    return hashlib.blake2b(secret.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def bearer_secret(scope: dict[str, Any]) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, read as ninja's HttpBearer does."""
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, _, secret = value.decode("latin-1").partition(" ")
+            return secret.strip() if scheme.lower() == "bearer" else None
+    return None
+
+
+class KnownBearers:
+    """Token digest -> its owner, for tokens this process authenticated lately (bounded)."""
+
+    MAX_KNOWN = 4096
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owners: OrderedDict[bytes, Hashable] = OrderedDict()
+
+    def note(self, secret: str, owner: Hashable) -> None:
+        digest = bearer_digest(secret)
+        with self._lock:
+            self._owners[digest] = owner
+            self._owners.move_to_end(digest)
+            if len(self._owners) > self.MAX_KNOWN:
+                self._owners.popitem(last=False)
+
+    def owner(self, secret: str) -> Hashable | None:
+        with self._lock:
+            return self._owners.get(bearer_digest(secret))
+
+    def reset(self) -> None:
+        with self._lock:
+            self._owners.clear()
+
+
+known_bearers = KnownBearers()
+
+
+def _refusal_headers(retry_after_s: int, body: bytes) -> list[tuple[bytes, bytes]]:
+    # The API's error shape (webapp.agents.api.error_response) with ApiSecurityMiddleware's headers.
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(retry_after_s).encode()),
+        (b"x-frame-options", settings.X_FRAME_OPTIONS.encode()),
+    ]
+    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
+        headers.append((b"x-content-type-options", b"nosniff"))
+    if settings.SECURE_REFERRER_POLICY:
+        headers.append((b"referrer-policy", str(settings.SECURE_REFERRER_POLICY).encode()))
+    return headers
+
+
+def refused_early(api: ASGIApp) -> ASGIApp:
+    """`api` with a refused user's run requests answered in front of it."""
+
+    async def app(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]):
+        secret = bearer_secret(scope) if is_run_request(scope) else None
+        owner = known_bearers.owner(secret) if secret else None
+        again = refused_recently.again(owner) if owner is not None else None
+        if again is None:
+            await api(scope, receive, send)
+            return
+        hold_s, refused = again
+        await asyncio.sleep(hold_s)  # as within_quota does
+        body = json.dumps({"error": str(refused)}).encode()
+        start = {"type": "http.response.start", "status": 429}
+        await send({**start, "headers": _refusal_headers(refused.retry_after_s, body)})
+        await send({"type": "http.response.body", "body": body})
+
+    return app

@@ -12,7 +12,7 @@ from ninja.parser import Parser
 from pydantic import BaseModel, ConfigDict, Field
 
 from webapp.agents import conf
-from webapp.json_body import BadJsonBody, json_body_loads
+from webapp.json_body import BadJsonBody, json_body_read
 
 
 class ApiError(Exception):
@@ -60,27 +60,18 @@ def validation_message(errors: list[dict[str, Any]]) -> str:
     return f"{where}: {str(err.get('msg', 'invalid request')).lower()}"
 
 
-def parse_json_body(body: bytes) -> dict[str, Any]:
-    """Decode a JSON object body or raise ApiError(400/413)."""
-    if len(body) > conf.get_int("AGENTS_MAX_BODY_BYTES"):
-        raise ApiError(413, "request body is too large")
-    try:
-        data = json_body_loads(body)
-    except BadJsonBody as exc:
-        raise ApiError(400, str(exc)) from None
-    if not isinstance(data, dict):
-        raise ApiError(400, "request body must be a JSON object")
-    return data
-
-
 class JsonBodyParser(Parser):
-    """ninja's body parser with the guards: a size cap (413), hostile JSON (400), an object.
+    """ninja's body parser with the guards every JSON body gets (webapp.json_body): a size cap
+    (413), hostile JSON (400), an object.
 
     ninja answers any parser exception with its own 400; the API's HttpError handler answers
     with the ApiError underneath instead (its status and text)."""
 
     def parse_body(self, request: HttpRequest) -> dict[str, Any]:
-        return parse_json_body(request.body)
+        try:
+            return json_body_read(request, max_bytes=conf.get_int("AGENTS_MAX_BODY_BYTES"))
+        except BadJsonBody as exc:
+            raise ApiError(exc.status, str(exc)) from None
 
 
 def check_timeout(timeout_s: float | None, cap_s: float) -> float:

@@ -15,11 +15,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
-from pydantic import ValidationError
 
 from webapp import llm
 from webapp.accounts.authed import AuthedHttpRequest
-from webapp.json_body import BadJsonBody, json_body_loads
+from webapp.json_body import BadJsonBody, bad_json_body_response, json_body_model
 from webapp.queries import services
 from webapp.queries.examples import EXAMPLE_PROMPTS
 from webapp.queries.forms import HandWrittenForm, PromptForm, ProposalContextForm, SaveBody
@@ -145,26 +144,13 @@ def query_undo_replace(request: HttpRequest, query_id: int) -> HttpResponse:
     return redirect("queries:query-detail", query_id=query.pk)
 
 
-def json_request_body(request: HttpRequest) -> object:
-    # BadJsonBody (a 400 below) for anything json.loads cannot read, hostile input included.
-    return json_body_loads(request.body or b"{}")
-
-
-def bad_json_request(exc: ValidationError | BadJsonBody) -> JsonResponse:
-    if isinstance(exc, BadJsonBody):
-        detail = str(exc)
-    else:
-        detail = exc.errors(include_input=False, include_url=False)[0]["msg"]
-    return JsonResponse({"error": f"Invalid request: {detail}"}, status=400)
-
-
 @login_required
 @require_POST
 def query_save(request: HttpRequest, query_id: int) -> JsonResponse:
     query = get_query_for_user(request.user, query_id)
     try:
-        body = SaveBody.model_validate(json_request_body(request))
-    except (ValidationError, BadJsonBody) as exc:
-        return bad_json_request(exc)
+        body = json_body_model(request, SaveBody)
+    except BadJsonBody as exc:
+        return bad_json_body_response(exc)
     query = services.query_update(query=query, **body.model_dump())
     return JsonResponse({"saved_at": query.updated_at.isoformat()})

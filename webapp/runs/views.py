@@ -11,16 +11,14 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
-from pydantic import ValidationError
 
 from executor import BackendUnavailable
 from webapp import llm
 from webapp.executor_glue import ensure_executor, executor_problem
-from webapp.json_body import BadJsonBody
+from webapp.json_body import BadJsonBody, bad_json_body_response, json_body_model
 from webapp.queries import services as query_services
 from webapp.queries.models import Query
 from webapp.queries.selectors import get_query_for_user
-from webapp.queries.views import bad_json_request, json_request_body
 from webapp.runs import services
 from webapp.runs.forms import RunBody
 from webapp.runs.images import get_run_image, image_response
@@ -71,9 +69,9 @@ def run_create(request: HttpRequest, query_id: int) -> JsonResponse:
     """Save the editors, then start a run of one of them (the run snapshots the saved code)."""
     query = get_query_for_user(request.user, query_id)
     try:
-        body = RunBody.model_validate(json_request_body(request))
-    except (ValidationError, BadJsonBody) as exc:
-        return bad_json_request(exc)
+        body = json_body_model(request, RunBody)
+    except BadJsonBody as exc:
+        return bad_json_body_response(exc)
     query = query_services.query_update(
         query=query,
         forward_code=body.forward_code,

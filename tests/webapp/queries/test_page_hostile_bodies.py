@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.factories import QueryFactory
-from webapp.queries import views
+from webapp import json_body
 from webapp.runs.models import Run
 
 DEEP = b'{"forward_code": "print(1)", "extra": ' + b"[" * 5000 + b"]" * 5000 + b"}"
@@ -47,7 +47,7 @@ def test_a_hostile_body_is_a_clear_400_and_changes_nothing(
 def test_sabotage_decoding_without_the_guard_answers_500(
     owner, url_name, raw, message, monkeypatch
 ) -> None:
-    monkeypatch.setattr(views, "json_body_loads", lambda body: json.loads(body))
+    monkeypatch.setattr(json_body, "json_body_loads", lambda body: json.loads(body))
     client = Client(raise_request_exception=False)
     client.force_login(owner)
     query = QueryFactory(owner=owner)

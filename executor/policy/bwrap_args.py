@@ -112,6 +112,7 @@ def bwrap_argv(
     command: Sequence[str] | None = None,
     extra_env: Mapping[str, str] | None = None,
     as_pid_1: bool = True,
+    disable_userns: bool = True,
 ) -> list[str]:
     """bwrap around the in-sandbox program (launch_argv puts the launcher in front).
 
@@ -124,6 +125,8 @@ def bwrap_argv(
     `command`: the in-sandbox program (absolute path first) instead of the one-shot driver.
     `extra_env`: variables set after BASE_ENV, for the program only.
     `as_pid_1`: False lets bwrap's own init be PID 1 and reap the orphans the program leaves.
+    `disable_userns`: False only for the zygote's template (executor/policy/zygote_child.py),
+        which unshares each run's namespaces and forbids further ones inside them itself.
     """
     if limits.network != "none":
         raise InvalidLimits("the bwrap backend only supports network='none' for now")
@@ -146,7 +149,7 @@ def bwrap_argv(
         # Fresh user, pid, net, ipc, uts and cgroup namespaces; no nested user namespaces.
         "--unshare-all",
         "--unshare-user",
-        "--disable-userns",
+        *(["--disable-userns"] if disable_userns else []),
         "--new-session",
         "--die-with-parent",
         *(["--as-pid-1"] if as_pid_1 else []),

@@ -86,13 +86,21 @@ DENIED_IOCTLS: tuple[int, ...] = (TIOCSTI, TIOCLINUX)
 ENOSYS_SYSCALLS: tuple[str, ...] = ("clone3",)
 
 
-def build_filter():  # type: ignore[no-untyped-def]
-    """The libseccomp filter object (pyseccomp.SyscallFilter) for the policy above."""
+# What the zygote's template (executor/policy/zygote_child.py) needs beyond a sandbox: it
+# unshares each run's namespaces and mounts its scratch space. It never runs user code, and
+# every run loads the full filter above on top of this one before the program starts.
+ZYGOTE_ALLOWED: tuple[str, ...] = ("unshare", "mount")
+
+
+def build_filter(*, zygote: bool = False):  # type: ignore[no-untyped-def]
+    """The libseccomp filter object (pyseccomp.SyscallFilter) for the policy above; with
+    `zygote`, the template's variant (ZYGOTE_ALLOWED left out of the deny list)."""
     import pyseccomp as seccomp
 
     filt = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
     native = seccomp.system_arch()
-    for name in DENIED_SYSCALLS:
+    allowed = ZYGOTE_ALLOWED if zygote else ()
+    for name in (name for name in DENIED_SYSCALLS if name not in allowed):
         # Some calls do not exist on every architecture (iopl on arm64): nothing to deny.
         if seccomp.resolve_syscall(native, name) >= 0:
             filt.add_rule(seccomp.ERRNO(errno.EPERM), name)
@@ -107,10 +115,11 @@ def build_filter():  # type: ignore[no-untyped-def]
 
 
 @functools.cache
-def seccomp_bpf() -> bytes:
-    """The compiled BPF program bwrap loads with `--seccomp FD`. Raises BackendUnavailable."""
+def seccomp_bpf(*, zygote: bool = False) -> bytes:
+    """The compiled BPF program bwrap loads with `--seccomp FD` (with `zygote`, the template's
+    variant, see build_filter). Raises BackendUnavailable."""
     try:
-        filt = build_filter()
+        filt = build_filter(zygote=zygote)
         with tempfile.TemporaryFile() as out:
             filt.export_bpf(out)
             out.seek(0)
@@ -122,9 +131,9 @@ def seccomp_bpf() -> bytes:
     return program
 
 
-def seccomp_pipe() -> int:
+def seccomp_pipe(*, zygote: bool = False) -> int:
     """A pipe read end holding the BPF program, ready to hand to bwrap (`--seccomp FD`)."""
-    program = seccomp_bpf()
+    program = seccomp_bpf(zygote=zygote)
     read_end, write_end = os.pipe()
     try:
         # A few KiB: far below the pipe buffer, so the write never blocks.

@@ -19,6 +19,7 @@ from executor.backends.base import OutputCallback
 from executor.backends.bwrap import cgroups
 from executor.backends.bwrap.loop import Outcome, RunLoop
 from executor.backends.bwrap.pool import Reaper, Sandbox, WarmPool
+from executor.backends.bwrap.zygote import Zygote
 from executor.cancel import CancelToken
 from executor.errors import BackendUnavailable, InvalidLimits, InvalidSpec, SandboxFailed
 from executor.limits import Limits
@@ -54,6 +55,10 @@ class BwrapBackend:
     host_uid: the unprivileged host uid bwrap runs as when we are root (SANDBOX_UID).
     use_cgroups: put each sandbox in its own memory/pids/cpu cgroup where the host allows.
     term_grace_s: time between SIGTERM and SIGKILL when a run times out or is cancelled.
+    zygote: start stateless runs by forking a long-lived template process into fresh
+        namespaces (docs/zygote.md) instead of one bwrap sandbox each. It needs cgroups;
+        without them, and for runs with mounts, runs use sandboxes as before. The warm pool
+        is then not started: a zygote run is already warm.
     """
 
     name = "bwrap"
@@ -68,6 +73,7 @@ class BwrapBackend:
         use_cgroups: bool = True,
         term_grace_s: float = 0.5,
         pool_max_idle_s: float = 300.0,
+        zygote: bool = False,
     ) -> None:
         self.rootfs = os.path.abspath(rootfs)
         self.host_uid = host_uid if os.geteuid() == 0 else None
@@ -79,8 +85,16 @@ class BwrapBackend:
         self._pool: WarmPool | None = None
         self._pool_size = warm_pool_size
         self._reaper = Reaper()
-        # How many runs took a warm sandbox vs started one (benchmarks and tests read this).
+        self._zygote: Zygote | None = None
+        if zygote and self.cgroup_parents:
+            self._zygote = Zygote(
+                rootfs=self.rootfs, host_uid=self.host_uid, cgroup_parents=self.cgroup_parents
+            )
+            self._pool_size = 0
+        # How many runs took a warm sandbox (a zygote run counts as one) vs started one
+        # (benchmarks and tests read this); and how many of the warm ones were zygote runs.
         self.stats = {"warm": 0, "cold": 0}
+        self.zygote_runs = 0
 
     def self_check(self) -> None:
         """Fail closed: refuse to run anything unless bwrap, the rootfs and seccomp all work."""
@@ -107,6 +121,8 @@ class BwrapBackend:
                 f"bwrap sandbox self-test failed: exit={result.exit_code} "
                 f"signal={result.signal} stderr={result.stderr[-500:]!r}"
             )
+        if self._zygote is not None:
+            self._zygote_self_check()
         if self._pool_size > 0 and self._pool is None:
             self._pool = WarmPool(self._start_pooled, self._pool_size, self._pool_max_idle_s)
 
@@ -130,6 +146,14 @@ class BwrapBackend:
         if mounts:
             self.stats["cold"] += 1
             return self._run_cold(spec, limits, on_output, cancel, mounts)
+        if self._zygote is not None:
+            if cancel is not None and cancel.cancelled:
+                return _cancelled_before_start()
+            forked = self._zygote.spawn(limits, wall_s=limits.wall_time_s + self.term_grace_s)
+            if forked is not None:
+                self.stats["warm"] += 1
+                self.zygote_runs += 1
+                return self._execute(forked, spec, limits, on_output, cancel)
         pool = self._pool
         sandbox = pool.take() if pool is not None and self._pool_fits(limits) else None
         if sandbox is None:
@@ -148,11 +172,28 @@ class BwrapBackend:
         return self._reaper.wait_idle(timeout_s)
 
     def close(self) -> None:
-        """Stop the warm pool and wait until every sandbox of this backend is torn down."""
+        """Stop the warm pool and the zygote, and wait until every sandbox of this backend is
+        torn down."""
+        if self._zygote is not None:
+            self._zygote.close()
         if self._pool is not None:
             self._pool.close()
             self._pool = None
         self._reaper.close()
+
+    def _zygote_self_check(self) -> None:
+        """A zygote that cannot run the self-test is switched off (runs use sandboxes)."""
+        assert self._zygote is not None
+        run = self._zygote.spawn(self.pool_limits, wall_s=self.pool_limits.wall_time_s)
+        result = (
+            self._execute(run, RunSpec(code="print(6*7)"), self.pool_limits, None, None)
+            if run is not None
+            else None
+        )
+        if result is None or result.stdout != "42\n" or result.exit_code != 0:
+            logger.error("zygote self-test failed; runs use sandboxes", extra={"result": result})
+            self._zygote.close()
+            self._zygote = None
 
     def _pool_fits(self, limits: Limits) -> bool:
         pool = self.pool_limits

@@ -1,0 +1,304 @@
+"""The zygote's in-sandbox side: a long-lived template process that starts each stateless run
+from an already-initialised interpreter (docs/zygote.md; host side: backends/bwrap/zygote.py).
+
+The template runs in a bwrap sandbox of its own (read-only root, no network, capabilities
+dropped) under a seccomp filter that still lets it unshare and mount. It never runs user code
+and never sees a run's job: code, environment and files go from the host straight to the
+program on the job pipe. Per request (one SEQPACKET message carrying the run's pipes) it forks:
+
+  A (in the template's namespaces) unshares fresh user, mount, pid, net, ipc and uts
+    namespaces, maps its own uid, brings up lo and mounts size-capped tmpfs on /workspace,
+    /tmp and /dev/shm; then forks B and waits for it (the template kills A at the run's hard
+    deadline, and B dies with A);
+  B is PID 1 of the new pid namespace: it mounts a fresh /proc, forbids further user
+    namespaces, asks the host to put it in the run's cgroups (the kernel tells the host its
+    pid: SCM_CREDENTIALS) and waits for "go"; then unshares a cgroup namespace, starts a new
+    session, drops every capability, sets no_new_privs, loads the same seccomp BPF every bwrap
+    sandbox runs under, and becomes the supervisor of executor/policy/driver.py.
+
+Like driver.py this file is sent as source and never imported by the host.
+"""
+
+import ctypes
+import fcntl
+import os
+import select
+import socket
+import struct
+import sys
+import time
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+PR_SET_PDEATHSIG = 1
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+SIGKILL = 9
+SIOCGIFFLAGS = 0x8913
+SIOCSIFFLAGS = 0x8914
+IFF_UP = 1
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+DEV_SHM_BYTES = 16 * 1024 * 1024
+# Request: b"run HARD_S TMP_BYTES WORKDIR_BYTES" with these fds, in this order.
+FDS = ("stdin", "stdout", "stderr", "job", "status", "place")
+_REAP_EVERY_S = 0.5
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result, what):
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _prctl(option, arg2=0):
+    _check(
+        _libc.prctl(
+            ctypes.c_int(option),
+            ctypes.c_ulong(arg2),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+        ),
+        f"prctl {option}",
+    )
+
+
+def _unshare(flags):
+    _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
+
+
+def _mount(source, target, fstype, flags, data):
+    _check(
+        _libc.mount(
+            source.encode(),
+            target.encode(),
+            fstype.encode(),
+            ctypes.c_ulong(flags),
+            data.encode() if data else None,
+        ),
+        f"mount {target}",
+    )
+
+
+def _write(path, text):
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _loopback_up():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sh14x", b"lo", 0)
+        flags = struct.unpack("16sh14x", fcntl.ioctl(sock, SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sh14x", b"lo", flags | IFF_UP))
+
+
+def _drop_capabilities():
+    with open("/proc/sys/kernel/cap_last_cap") as last:
+        cap_last = int(last.read())
+    for cap in range(cap_last + 1):
+        _prctl(PR_CAPBSET_DROP, cap)
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # two of {effective, permitted, inheritable}, all zero
+    _check(_libc.capset(header, data), "capset")
+
+
+def _seccomp(bpf):
+    program = ctypes.create_string_buffer(bpf, len(bpf))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+    fprog = SockFprog(len(bpf) // 8, ctypes.addressof(program))
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    result = _libc.prctl(
+        ctypes.c_int(PR_SET_SECCOMP),
+        ctypes.c_ulong(SECCOMP_MODE_FILTER),
+        ctypes.c_void_p(ctypes.addressof(fprog)),
+        ctypes.c_ulong(0),
+        ctypes.c_ulong(0),
+    )
+    _check(result, "seccomp")
+
+
+def _close_fds_except(keep):
+    last = 2
+    for fd in sorted(keep):
+        if fd > last + 1:
+            os.closerange(last + 1, fd)
+        last = max(last, fd)
+    os.closerange(last + 1, 1 << 20)
+
+
+def _run_init(driver, fds, bpf, caps):
+    """B: PID 1 of the run's pid namespace; ends as the run's supervisor."""
+    stdin, stdout, stderr, job, status, place = fds
+    _prctl(PR_SET_PDEATHSIG, SIGKILL)
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    # Nothing in the run may create a user namespace (and regain capabilities in it).
+    _write("/proc/sys/user/max_user_namespaces", "0")
+    # The host reads our pid from the kernel (SCM_CREDENTIALS), puts us in the run's cgroups,
+    # and only then lets us go on: nothing of the run runs outside them.
+    os.write(place, b"place")
+    if os.read(place, 8) != b"go":
+        os._exit(125)
+    os.close(place)
+    _unshare(CLONE_NEWCGROUP)
+    os.setsid()
+    for target, fd in ((0, stdin), (1, stdout), (2, stderr)):
+        os.dup2(fd, target)
+    _close_fds_except({0, 1, 2, job, status})
+    _drop_capabilities()
+    _seccomp(bpf)
+    _prctl(PR_SET_PDEATHSIG, SIGKILL)
+    driver.main(job, status, *caps)
+    os._exit(0)
+
+
+def _start_run(driver, fds, sizes, bpf, caps):
+    """A: the run's namespaces and scratch mounts, then B; waits for B."""
+    tmp_bytes, workdir_bytes = sizes
+    uid, gid = os.getuid(), os.getgid()
+    _unshare(
+        CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+    )
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    socket.sethostname("sandbox")
+    _loopback_up()
+    flags = MS_NOSUID | MS_NODEV
+    _mount("tmpfs", "/workspace", "tmpfs", flags, f"size={workdir_bytes},mode=0700")
+    _mount("tmpfs", "/tmp", "tmpfs", flags, f"size={tmp_bytes},mode=1777")
+    _mount("tmpfs", "/dev/shm", "tmpfs", flags, f"size={DEV_SHM_BYTES},mode=1777")
+    os.chdir("/")
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _run_init(driver, fds, bpf, caps)
+        except BaseException as exc:
+            _complain(fds[2], exc)
+            os._exit(126)
+    for fd in fds:
+        os.close(fd)
+    while True:
+        try:
+            os.waitpid(pid, 0)
+            break
+        except ChildProcessError:
+            break
+    os._exit(0)
+
+
+def _complain(stderr_fd, exc):
+    try:  # noqa: SIM105 - nothing else to tell anyone
+        os.write(stderr_fd, f"sandbox: could not start the program: {exc!r}\n".encode())
+    except OSError:  # noqa: S110
+        pass
+
+
+def _parse(message, fds):
+    parts = message.split(b" ")
+    if len(parts) != 4 or parts[0] != b"run" or len(fds) != len(FDS):
+        return None
+    try:
+        hard_s, tmp_bytes, workdir_bytes = (int(part) for part in parts[1:])
+    except ValueError:
+        return None
+    if min(hard_s, tmp_bytes, workdir_bytes) <= 0:
+        return None
+    return hard_s, (tmp_bytes, workdir_bytes)
+
+
+def _received_fds(ancdata):
+    fds: list[int] = []
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(data) - len(data) % 4
+            fds += struct.unpack(f"{usable // 4}i", data[:usable])
+    return fds
+
+
+def serve(driver, control_fd, bpf, caps):
+    """The template's loop: one fork per request, each run killed at its hard deadline."""
+    control = socket.socket(fileno=control_fd)
+    deadlines: dict[int, float] = {}
+    poller = select.poll()
+    poller.register(control, select.POLLIN)
+    while True:
+        now = time.monotonic()
+        for pid, deadline in list(deadlines.items()):
+            if now >= deadline:
+                _kill(pid)  # B and its namespace die with A (PR_SET_PDEATHSIG)
+        _reap(deadlines)
+        wait = _REAP_EVERY_S
+        if deadlines:
+            wait = max(0.0, min(wait, min(deadlines.values()) - now))
+        if not poller.poll(int(wait * 1000) + 1):
+            continue
+        message, ancdata, _, _ = control.recvmsg(256, socket.CMSG_SPACE(4 * len(FDS)))
+        fds = _received_fds(ancdata)
+        if not message:
+            # The host is gone: so are its runs.
+            for pid in deadlines:
+                _kill(pid)
+            os._exit(0)
+        request = _parse(message, fds)
+        if request is None:
+            for fd in fds:
+                os.close(fd)
+            continue
+        hard_s, sizes = request
+        pid = os.fork()
+        if pid == 0:
+            try:
+                control.close()
+                _start_run(driver, fds, sizes, bpf, caps)
+            except BaseException as exc:
+                _complain(fds[2], exc)
+            os._exit(126)
+        for fd in fds:
+            os.close(fd)
+        deadlines[pid] = time.monotonic() + hard_s
+
+
+def _kill(pid):
+    try:
+        os.kill(pid, SIGKILL)
+    except OSError:
+        return
+
+
+def _reap(deadlines):
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        deadlines.pop(pid, None)
+
+
+def start(payload, control_fd):
+    """Entry point (the bootstrap in backends/bwrap/zygote.py hands over the host's payload)."""
+    driver = type(sys)("undoable_driver")
+    exec(compile(payload["driver"], "driver.py", "exec"), driver.__dict__)  # noqa: S102
+    serve(driver, control_fd, payload["bpf"], payload["caps"])

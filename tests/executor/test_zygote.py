@@ -1,0 +1,356 @@
+"""The bwrap backend's zygote (docs/zygote.md): runs forked from one template share nothing,
+cannot see or touch each other or the template, and sit in cgroups of their own.
+
+The checks are functions of a backend, so the sabotage tests at the end can run them against a
+zygote with one wall taken down and show that they notice. Real sandboxes on the real rootfs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from executor import Limits, RunResult, RunSpec
+from executor.backends.bwrap import zygote
+from executor.backends.bwrap.backend import BwrapBackend
+from executor.errors import SandboxFailed
+from executor.policy.mounts import Mount
+
+ROOTFS = str(Path(__file__).resolve().parents[2] / "var" / "sandbox-rootfs")
+# A host uid no other test uses.
+HOST_UID = 64125
+CLOSE_UID = 64126
+LIMITS = Limits(wall_time_s=10)
+PORT = 4517
+
+
+def make_backend(host_uid: int = HOST_UID) -> BwrapBackend:
+    backend = BwrapBackend(ROOTFS, host_uid=host_uid, zygote=True)
+    backend.self_check()
+    return backend
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[BwrapBackend]:
+    built = make_backend()
+    yield built
+    built.close()
+
+
+def run(backend: BwrapBackend, code: str, limits: Limits = LIMITS) -> RunResult:
+    before = backend.zygote_runs
+    result = backend.run(RunSpec(code=code), limits=limits)
+    assert backend.zygote_runs == before + 1, "the run did not come from the zygote"
+    return result
+
+
+LEAVE_TRACES = f"""
+import os, random, socket, subprocess, json
+open('/tmp/left', 'w').write('x')
+open('/workspace/left', 'w').write('x')
+subprocess.Popen(['sleep', '60'], start_new_session=True)
+listener = socket.socket()
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(('127.0.0.1', {PORT}))
+listener.listen()
+if os.fork() == 0:  # a daemon keeps the listener open after the program ends
+    os.setsid()
+    import time
+    time.sleep(60)
+json.LEFT_BEHIND = True
+os.environ['LEFT_BEHIND'] = '1'
+print(random.random())
+"""
+
+FIND_TRACES = f"""
+import os, random, socket, json
+found = [path for path in ('/tmp/left', '/workspace/left') if os.path.exists(path)]
+for pid in (p for p in os.listdir('/proc') if p.isdigit()):
+    if b'sleep' in open(f'/proc/{{pid}}/cmdline', 'rb').read():
+        found.append('sleep process')
+try:
+    socket.create_connection(('127.0.0.1', {PORT}), timeout=1).close()
+    found.append('listener')
+except OSError:
+    pass
+if hasattr(json, 'LEFT_BEHIND') or 'LEFT_BEHIND' in os.environ:
+    found.append('module state')
+print(found)
+print(random.random())
+"""
+
+
+def check_consecutive_runs_share_nothing(backend: BwrapBackend) -> None:
+    first = run(backend, LEAVE_TRACES)
+    second = run(backend, FIND_TRACES)
+    assert (first.exit_code, second.exit_code) == (0, 0), second.stderr
+    found, second_random = second.stdout.splitlines()
+    assert found == "[]"
+    assert first.stdout.strip() != second_random
+
+
+WATCHED = """
+import os, time
+print(os.getpid(), flush=True)
+time.sleep(4)
+print('still alive')
+"""
+
+# Lists the processes it can see, then signals every pid but its own and its supervisor's.
+INTRUDER = """
+import os, signal
+seen = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
+print(seen)
+hit = []
+for pid in range(1, 4096):
+    if pid in (os.getpid(), os.getppid()):
+        continue
+    try:
+        os.kill(pid, signal.SIGKILL)
+        hit.append(pid)
+    except OSError:
+        pass
+print(hit)
+"""
+
+
+def check_a_concurrent_run_cannot_see_or_signal_another(backend: BwrapBackend) -> None:
+    started = threading.Event()
+    results: list[RunResult] = []
+
+    def on_output(chunk: object) -> None:
+        started.set()
+
+    def watched() -> None:
+        results.append(backend.run(RunSpec(code=WATCHED), limits=LIMITS, on_output=on_output))
+
+    thread = threading.Thread(target=watched)
+    thread.start()
+    assert started.wait(10), "the watched run did not start"
+    intruder = run(backend, INTRUDER)
+    thread.join()
+    seen, hit = intruder.stdout.splitlines()
+    assert (seen, hit) == ("[1, 2]", "[]"), intruder.stderr
+    assert results[0].stdout.splitlines()[1:] == ["still alive"]
+
+
+REACH_FOR_THE_TEMPLATE = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+PTRACE_ATTACH = 16
+traced = [pid for pid in range(1, 4096) if libc.ptrace(PTRACE_ATTACH, pid, 0, 0) == 0]
+sockets = []
+for fd in os.listdir('/proc/self/fd'):
+    try:
+        if os.readlink(f'/proc/self/fd/{fd}').startswith('socket:'):
+            sockets.append(fd)
+    except FileNotFoundError:  # the listing's own fd
+        pass
+print(traced)
+print(sockets)
+print(os.getppid())
+"""
+
+
+def check_a_run_cannot_reach_the_template(backend: BwrapBackend) -> None:
+    keeper = backend._zygote
+    template = keeper._template if keeper is not None else None
+    assert template is not None and template.alive()
+    result = run(backend, REACH_FOR_THE_TEMPLATE)
+    # Nothing to trace, no socket to the template, and the parent is the run's own PID 1.
+    assert result.stdout.splitlines() == ["[]", "[]", "1"], result.stderr
+    assert template.alive() and keeper is not None and keeper._template is template
+
+
+MEMORY_HOG = "hoard = []\nfor _ in range(64):\n    hoard.append(b'x' * (16 << 20))"
+
+
+def check_the_memory_limit_is_the_runs_own(backend: BwrapBackend) -> None:
+    result = run(backend, MEMORY_HOG, Limits(memory_mib=64, wall_time_s=5))
+    assert (result.limit, result.oom_killed) == ("memory", True), result.stderr[-500:]
+
+
+def test_two_consecutive_runs_share_nothing(backend):
+    check_consecutive_runs_share_nothing(backend)
+
+
+def test_a_concurrent_run_cannot_see_or_signal_another(backend):
+    check_a_concurrent_run_cannot_see_or_signal_another(backend)
+
+
+def test_a_run_cannot_reach_the_template(backend):
+    check_a_run_cannot_reach_the_template(backend)
+
+
+def test_a_memory_hog_hits_its_own_cgroup_and_is_named(backend):
+    check_the_memory_limit_is_the_runs_own(backend)
+
+
+def test_the_program_runs_without_capabilities_or_new_privileges(backend):
+    result = run(backend, "print(open('/proc/self/status').read())")
+    status = dict(line.split(":", 1) for line in result.stdout.splitlines() if ":" in line)
+    caps = {key: status[key].strip() for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
+    assert set(caps.values()) == {"0000000000000000"}
+    assert (status["NoNewPrivs"].strip(), status["Seccomp"].strip()) == ("1", "2")
+
+
+# clone(2) with CLONE_NEWUSER: seccomp cannot see clone's flags, the namespace limit must hold.
+CLONE_A_USER_NAMESPACE = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_clone, CLONE_NEWUSER, SIGCHLD = 56, 0x10000000, 17
+pid = libc.syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0)
+if pid == 0:
+    os._exit(0)
+print(pid, os.strerror(ctypes.get_errno()))
+"""
+
+
+def check_a_run_cannot_make_a_user_namespace(backend: BwrapBackend) -> None:
+    result = run(backend, CLONE_A_USER_NAMESPACE)
+    assert result.stdout == "-1 No space left on device\n", result.stderr
+
+
+def test_a_run_cannot_make_a_user_namespace(backend):
+    check_a_run_cannot_make_a_user_namespace(backend)
+
+
+def test_a_run_has_its_own_hostname_and_only_loopback(backend):
+    code = "import socket\nprint(socket.gethostname(), [n for _, n in socket.if_nameindex()])"
+    result = run(backend, code)
+    assert result.stdout == "sandbox ['lo']\n", result.stderr
+
+
+def test_the_template_is_replaced_when_it_dies(backend):
+    keeper = backend._zygote
+    assert keeper is not None and keeper._template is not None
+    old = keeper._template
+    assert old.cgroup is not None
+    old.cgroup.kill_all()
+    old.proc.wait(timeout=10)
+    result = backend.run(RunSpec(code="print(6*7)"), limits=LIMITS)
+    assert result.stdout == "42\n"
+    assert keeper._template is not None and keeper._template is not old
+
+
+def test_runs_with_mounts_fall_back_to_a_sandbox(backend):
+    base = Path(ROOTFS).parent / "tmp"
+    base.mkdir(exist_ok=True)
+    base.chmod(0o711)
+    folder = Path(tempfile.mkdtemp(prefix="mounted-", dir=base)).resolve()
+    os.chown(folder, HOST_UID, HOST_UID)
+    before = (backend.stats["cold"], backend.zygote_runs)
+    try:
+        mounts = [Mount(folder, "/workspace", writable=True)]
+        result = backend.run(RunSpec(code="print(6*7)"), limits=LIMITS, mounts=mounts)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert result.stdout == "42\n", result.stderr
+    assert (backend.stats["cold"], backend.zygote_runs) == (before[0] + 1, before[1])
+
+
+# Sabotage: one wall of the zygote taken down; the checks above must notice.
+
+
+def _sabotaged_child(monkeypatch: pytest.MonkeyPatch, old: str, new: str) -> None:
+    payload = zygote._child_source
+
+    def sabotaged() -> str:
+        source = payload()
+        assert old in source
+        return source.replace(old, new)
+
+    monkeypatch.setattr(zygote, "_child_source", sabotaged)
+
+
+def test_sabotage_no_pid_namespace_is_refused_by_the_host(monkeypatch):
+    _sabotaged_child(
+        monkeypatch, "CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |", "CLONE_NEWUSER | CLONE_NEWNS |"
+    )
+    _sabotaged_child(monkeypatch, '    _mount("proc", "/proc"', '    0 and _mount("proc", "/proc"')
+    sabotaged = make_backend()
+    try:
+        # The host's check (its first process must be PID 1 of a namespace of its own) refuses
+        # every such run, so the zygote is switched off and runs use sandboxes.
+        assert sabotaged._zygote is None
+    finally:
+        sabotaged.close()
+
+
+def test_sabotage_no_pid_namespace_is_caught_by_the_deny_test(monkeypatch):
+    _sabotaged_child(
+        monkeypatch, "CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |", "CLONE_NEWUSER | CLONE_NEWNS |"
+    )
+    _sabotaged_child(monkeypatch, '    _mount("proc", "/proc"', '    0 and _mount("proc", "/proc"')
+    monkeypatch.setattr(zygote, "_nspid", lambda pid: ["1"])
+    sabotaged = make_backend()
+    try:
+        # The intruder now sees and kills processes outside its run, the one that holds its own
+        # supervisor among them: the check fails, or the run breaks before it can.
+        with pytest.raises((AssertionError, SandboxFailed)):
+            check_a_concurrent_run_cannot_see_or_signal_another(sabotaged)
+    finally:
+        sabotaged.close()
+
+
+def test_sabotage_no_cgroup_placement_is_caught_by_the_memory_test(monkeypatch):
+    monkeypatch.setattr(zygote, "_place", lambda cgroup, pid: None)
+    sabotaged = make_backend()
+    try:
+        with pytest.raises(AssertionError):
+            check_the_memory_limit_is_the_runs_own(sabotaged)
+    finally:
+        sabotaged.close()
+
+
+def test_sabotage_a_run_that_keeps_its_tmp_is_caught(monkeypatch):
+    _sabotaged_child(monkeypatch, '    _mount("tmpfs", "/tmp"', '    0 and _mount("tmpfs", "/tmp"')
+    sabotaged = make_backend()
+    try:
+        with pytest.raises(AssertionError):
+            check_consecutive_runs_share_nothing(sabotaged)
+    finally:
+        sabotaged.close()
+
+
+def test_sabotage_a_run_that_may_make_user_namespaces_is_caught(monkeypatch):
+    _sabotaged_child(
+        monkeypatch,
+        '    _write("/proc/sys/user/max_user_namespaces", "0")',
+        '    0 and _write("/proc/sys/user/max_user_namespaces", "0")',
+    )
+    sabotaged = make_backend()
+    try:
+        with pytest.raises(AssertionError):
+            check_a_run_cannot_make_a_user_namespace(sabotaged)
+    finally:
+        sabotaged.close()
+
+
+def test_nothing_of_the_zygote_outlives_close():
+    built = make_backend(CLOSE_UID)
+    template = built._zygote._template if built._zygote is not None else None
+    assert template is not None
+    run(built, "print(1)")
+    built.close()
+    assert template.proc.poll() is not None
+    assert template.cgroup is not None and template.cgroup.dirs == {}
+    assert _processes_of(CLOSE_UID) == []
+
+
+def _processes_of(uid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    found.append(int(entry))
+            except FileNotFoundError:
+                continue
+    return found

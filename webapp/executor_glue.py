@@ -49,6 +49,7 @@ def _backend_options(caps: Limits) -> dict[str, object]:
             rootfs=str(settings.EXECUTOR_ROOTFS),
             pool_limits=caps,
             host_uid=settings.EXECUTOR_SANDBOX_UID,
+            zygote=settings.EXECUTOR_ZYGOTE,
         )
     else:
         options.update(image=settings.EXECUTOR_DOCKER_IMAGE, limits=caps)

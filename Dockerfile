@@ -1,7 +1,7 @@
 # Undoable's images, all from one Debian bookworm base so that no registry is needed:
 #
 #   docker build --build-arg BASE_IMAGE=python:3.11-slim --target app .    # the web/worker image
-#   docker build --build-arg BASE_IMAGE=python:3.11-slim --target app-bwrap .  # + sandbox rootfs
+#   docker build --build-arg BASE_IMAGE=python:3.11-slim --target app-bwrap .  # + sandbox rootfs (compose)
 #   docker build --build-arg BASE_IMAGE=undoable-base:local --target redis .
 #   docker build --build-arg BASE_IMAGE=undoable-base:local --target postgres .
 #
@@ -86,10 +86,11 @@ USER undoable
 EXPOSE 8000
 CMD ["python3", "-m", "webapp.serve", "-b", "0.0.0.0", "-p", "8000"]
 
-# --- app-bwrap: the app image plus the sandbox root filesystem, for workers that run user code
-# with bubblewrap inside their own container (compose's worker-kinds): the fs, db and rest kinds
-# bind host folders into their sandboxes, which the Docker backend does not do. Every sandbox
-# starts through the launcher (executor/launcher/), compiled here for this base.
+# --- app-bwrap: the app image plus the sandbox root filesystem, for processes that run user
+# code with bubblewrap inside their own container: every app service of docker-compose.yml (web's
+# agent exec and sessions, the workers' runs), as the embedded default does on a host. The
+# container needs user namespaces and a /proc bwrap may mount (docs/deployment.md, "Privileges").
+# Every sandbox starts through the launcher (executor/launcher/), compiled here for this base.
 FROM debian AS launcher
 RUN apt-get update -qq \
     && apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null \
@@ -99,6 +100,15 @@ COPY executor/launcher/undoable-launch.c /src/
 RUN cc -O2 -Wall -Wextra -Werror -static -o /src/undoable-launch /src/undoable-launch.c
 FROM ${SANDBOX_IMAGE} AS sandbox
 FROM app AS app-bwrap
+USER root
+# umount, for the entrypoint.
+RUN apt-get update -qq \
+    && apt-get install -y -qq --no-install-recommends mount >/dev/null \
+    && rm -rf /var/lib/apt/lists/*
 COPY --from=sandbox / /app/sandbox-rootfs
 COPY --from=launcher /src/undoable-launch /app/executor/launcher/undoable-launch
-ENV EXECUTOR_BACKEND=bwrap EXECUTOR_ROOTFS=/app/sandbox-rootfs
+# Executable in git; the classic builder keeps the mode.
+COPY docker/app-entrypoint.sh /usr/local/bin/undoable-entrypoint
+ENV EXECUTOR_BACKEND=bwrap EXECUTOR_ROOTFS=/app/sandbox-rootfs HOME=/app
+# Starts as root only to unmask /proc, then runs the command as uid 10001 with no capabilities.
+ENTRYPOINT ["undoable-entrypoint"]

@@ -1,16 +1,14 @@
 #!/usr/bin/env bash
 # Build and really start the docker-compose topology without any registry, then check that the
-# app answers and runs code through /api/v1/exec on a worker-configured sandbox; always `down`.
+# app answers, that web runs an exec and an agent session with bubblewrap inside its container
+# (no Docker socket, not privileged), and that web runs reach both kinds of worker; always `down`.
 #
 #   bash tests/fault/compose_smoke.sh            (needs dockerd, the sandbox rootfs and image)
 #
-# BASE_IMAGE: the sandbox root filesystem (Debian bookworm + python3 + pip) imported with
-# `docker import` as undoable-base:local. var/docker-ca.crt: the host's CA bundle, so pip inside
-# the build trusts the same TLS proxy the host does (harmless where there is none).
+# Images come from tests/fault/compose_images.sh: no registry, the sandbox root filesystem as base.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-rootfs=${ROOTFS:-var/sandbox-rootfs}
 base=${BASE_IMAGE:-undoable-base:local}
 port=${UNDOABLE_PORT:-18480}
 project=undoable-smoke-$$
@@ -23,20 +21,7 @@ compose() {
 }
 say() { printf '[compose-smoke %4ss] %s\n' "$SECONDS" "$*"; }
 
-[ -f "$rootfs/etc/undoable-rootfs-built" ] || { echo "no sandbox rootfs: make sandbox-rootfs" >&2; exit 1; }
-docker image inspect undoable-sandbox:latest >/dev/null 2>&1 || { echo "no sandbox image: make sandbox-image" >&2; exit 1; }
-
-stamp=$(cat "$rootfs/etc/undoable-rootfs-built")
-if [ "$(docker image inspect -f '{{index .Config.Labels "undoable.rootfs"}}' "$base" 2>/dev/null)" != "$stamp" ]; then
-  say "importing $rootfs as $base"
-  tar -C "$rootfs" -c . | docker import --change "LABEL undoable.rootfs=$stamp" - "$base" >/dev/null
-fi
-if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
-  cp /etc/ssl/certs/ca-certificates.crt var/docker-ca.crt
-fi
-
 export BASE_IMAGE=$base UNDOABLE_PORT=$port UNDOABLE_BIND=127.0.0.1
-export DOCKER_GID=$(stat -c %g /var/run/docker.sock)
 export DJANGO_SECRET_KEY=$(head -c 32 /dev/urandom | base64)
 export POSTGRES_PASSWORD=$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
 
@@ -51,7 +36,7 @@ cleanup() {
 trap cleanup EXIT
 
 say "building images on $base"
-compose build -q
+BASE_IMAGE=$base bash tests/fault/compose_images.sh "$project"
 say "starting postgres, redis, migrate, web and 2 workers"
 compose up -d --scale worker=2
 
@@ -64,26 +49,54 @@ curl -fsS "http://127.0.0.1:$port/healthz"; echo
 
 say "waiting for the 3 workers (2 worker, 1 worker-kinds) to answer a Celery ping"
 for _ in $(seq 1 60); do
-  alive=$(compose exec -T worker python3 manage.py workers_ping --count 2>/dev/null || echo 0)
+  alive=$(compose exec -T -u undoable worker python3 manage.py workers_ping --count 2>/dev/null || echo 0)
   [ "${alive//[^0-9]/}" = 3 ] && break
   sleep 1
 done
 [ "${alive//[^0-9]/}" = 3 ] || { echo "expected 3 live workers, got: $alive" >&2; exit 1; }
 
 say "creating a user and an API token"
-compose exec -T web python3 manage.py shell -c \
+compose exec -T -u undoable web python3 manage.py shell -c \
   "from django.contrib.auth import get_user_model; get_user_model().objects.create_user('smoke', password='smoke-pass-123')"
-token=$(compose exec -T web python3 manage.py create_api_token smoke 2>/dev/null | tr -d '\r\n')
+token=$(compose exec -T -u undoable web python3 manage.py create_api_token smoke 2>/dev/null | tr -d '\r\n')
 
-say "running code through /api/v1/exec"
+say "web: bwrap backend, no Docker socket, not privileged, uid 10001 with no capabilities"
+web_id=$(compose ps -q web)
+docker inspect -f 'privileged={{.HostConfig.Privileged}} cap_add={{.HostConfig.CapAdd}}' "$web_id"
+[ "$(docker inspect -f '{{.HostConfig.Privileged}}' "$web_id")" = false ] || { echo "web is privileged" >&2; exit 1; }
+# The server itself (pid 1, after the entrypoint dropped root), not a `compose exec` beside it.
+compose exec -T -u undoable web sh -c 'grep -E "^(Uid|CapEff|CapBnd|NoNewPrivs|Seccomp):" /proc/1/status;
+  [ "$EXECUTOR_BACKEND" = bwrap ] && [ ! -e /var/run/docker.sock ] \
+  && grep -qE "^Uid:\s+10001\s" /proc/1/status && grep -qE "^CapEff:\s+0+$" /proc/1/status \
+  && grep -qE "^CapBnd:\s+0+$" /proc/1/status && grep -qE "^Seccomp:\s+2$" /proc/1/status'
+
+# A bwrap sandbox is a user namespace mapping one uid; a Docker sandbox has the engine's full map.
+say "running code through /api/v1/exec (in a bwrap sandbox: a user namespace of one uid)"
 out=$(curl -fsS -X POST "http://127.0.0.1:$port/api/v1/exec" \
   -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
-  -d '{"code": "import sys; print(6 * 7); print(sys.version_info[0])"}')
+  -d '{"code": "import sys; print(6 * 7); print(sys.version_info[0]); print(open(\"/proc/self/uid_map\").read().split()[2])"}')
 echo "$out"
 [ "$(printf '%s' "$out" | head -1)" = 42 ] || { echo "unexpected output from /api/v1/exec" >&2; exit 1; }
+[ "$(printf '%s' "$out" | sed -n 3p)" = 1 ] || { echo "the exec did not run under bwrap" >&2; exit 1; }
 
-say "running a web run through a Celery worker"
-compose exec -T web python3 manage.py shell <<'PY'
+say "an agent session on web: state kept between cells, a file put and read back, deleted"
+api() {
+  local method=$1 path=$2
+  shift 2
+  curl -fsS -X "$method" "http://127.0.0.1:$port/api/v1$path" -H "Authorization: Bearer $token" "$@"
+}
+session=$(api POST /sessions | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')
+api PUT "/sessions/$session/files/notes.txt" --data-binary 'from the smoke test' >/dev/null
+api POST "/sessions/$session/exec" -H 'Content-Type: application/json' -d '{"code": "x = 6"}' >/dev/null
+cell=$(api POST "/sessions/$session/exec" -H 'Content-Type: application/json' \
+  -d '{"code": "print(x * 7, open(\"notes.txt\").read())"}')
+echo "$cell"
+printf '%s' "$cell" | python3 -c 'import json, sys; r = json.load(sys.stdin); sys.exit(r["stdout"] != "42 from the smoke test\n" or r["exit_code"] != 0)' \
+  || { echo "unexpected session cell result" >&2; exit 1; }
+api DELETE "/sessions/$session" >/dev/null
+
+say "running a web run through a Celery worker (bwrap)"
+compose exec -T -u undoable web python3 manage.py shell <<'PY'
 import time
 from django.contrib.auth import get_user_model
 from webapp.queries.models import Query
@@ -102,7 +115,7 @@ assert run.status == "succeeded" and "from a worker" in text, (run.status, run.e
 PY
 
 say "db runs on worker-kinds (bubblewrap): one kept on the workspace web sees, one hostile undone"
-compose exec -T web python3 manage.py shell <<'PY'
+compose exec -T -u undoable web python3 manage.py shell <<'PY'
 import socket, sqlite3, time
 from django.contrib.auth import get_user_model
 from webapp.queries.models import Query
@@ -170,4 +183,4 @@ for what in ["app code", "worker env", *(name for name, _ in targets)]:
 assert "REACHED" not in text, text
 PY
 
-say "ok: compose topology built, healthy, and ran code in web, worker and worker-kinds"
+say "ok: compose topology built, healthy, and ran code in web (exec and session), worker and worker-kinds"

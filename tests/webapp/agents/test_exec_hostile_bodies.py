@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from webapp.agents import schemas
+from webapp import json_body
 
 pytestmark = pytest.mark.django_db
 
@@ -30,7 +30,7 @@ def test_a_hostile_body_is_a_clear_400_and_runs_nothing(owner, raw, message) -> 
 @pytest.mark.parametrize("raw", [DEEP, HUGE_INT])
 def test_sabotage_decoding_without_the_guard_answers_no_reason(owner, raw, monkeypatch) -> None:
     # ninja turns any parser exception into its own 400; only the guard says what is wrong.
-    monkeypatch.setattr(schemas, "json_body_loads", lambda body: json.loads(body))
+    monkeypatch.setattr(json_body, "json_body_loads", lambda body: json.loads(body))
     response = owner.post(EXEC, None, raw=raw)
     assert response.status_code == 400
     assert response.json() == {"error": "Cannot parse request body"}

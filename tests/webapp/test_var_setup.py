@@ -41,7 +41,7 @@ import django
 django.setup()
 from django.conf import settings
 from django.core.management import call_command
-call_command("migrate", verbosity=0)
+call_command("migrate", verbosity=0, skip_checks=False)  # as manage.py runs it
 var = settings.UNDOABLE_VAR_DIR
 key_file = var / "secret-key"
 print(json.dumps({{

@@ -98,8 +98,9 @@ class Command(migrate.Command):
         "Set up UNDOABLE_VAR_DIR (folders, secret key, SQLite file), then " + migrate.Command.help
     )
 
-    def handle(self, *args: Any, **options: Any) -> None:
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        # Before the system checks, which open the database already (JSONField's does).
         var_dir_setup()
         secret_key_setup()
         sqlite_file_setup(options["database"])
-        super().handle(*args, **options)
+        return super().execute(*args, **options)

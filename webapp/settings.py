@@ -260,8 +260,9 @@ UNDOABLE_DB_PENDING_TIMEOUT_S = env_float("UNDOABLE_DB_PENDING_TIMEOUT_S", 600.0
 UNDOABLE_WORKSPACE_SERVER_FOLDERS = env_list("UNDOABLE_WORKSPACE_SERVER_FOLDERS")
 
 # --- Agent API (stateless exec, sessions) ----------------------------------------------------
-# Requests per minute per token (token bucket) and how many may burst at once: enough for one
-# token to use all an embedded machine can run (README, "Performance").
+# Requests per minute per token and how many may burst at once (at most BURST in any
+# BURST * 60 / PER_MINUTE seconds, webapp/agents/ratelimit.py): enough for one token to use all
+# an embedded machine can run (README, "Performance").
 AGENTS_RATE_PER_MINUTE = env_int("AGENTS_RATE_PER_MINUTE", 6000, minimum=1)
 AGENTS_RATE_BURST = env_int("AGENTS_RATE_BURST", 600, minimum=1)
 # Runs in flight at once per token (stateless exec and session cells together). Past it a request

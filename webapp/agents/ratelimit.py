@@ -1,4 +1,11 @@
-"""Per-token quotas: a token bucket for request rate and a cap on runs in flight.
+"""Per-token quotas: a request rate (the `limits` library) and a cap on runs in flight.
+
+The rate is limits' moving window: at most `burst` requests in any `burst * 60 / per_minute`
+seconds (rounded up to whole seconds). A token may send its whole burst at once and keeps
+`per_minute` in the long run; in any T seconds it gets at most burst * ceil(T / window), never
+more than a token bucket of that rate and burst (burst + T * per_minute / 60). Retry-After is when
+the oldest request leaves the window. (limits' sliding-window counter only estimates: it lets up
+to twice the burst through in one window.)
 
 A request over the concurrency cap waits for a slot before it is refused: at most `queue`
 requests per token wait at once, each at most `wait_s` seconds, so a burst from one agent is
@@ -6,10 +13,10 @@ served in turn rather than bounced; past either bound it gets QuotaExceeded (429
 
 `webapp.agents.quota.get_limiter()` picks the limiter at call time:
 
-- Embedded default (no `REDIS_URL`): `local_limiter`, counters in this process. One process
-  serves everything, so the figures hold exactly.
+- Embedded default (no `REDIS_URL`): `local_limiter`, counters in this process (limits'
+  MemoryStorage). One process serves everything, so the figures hold exactly.
 - `REDIS_URL` set (production, docker-compose): `webapp.agents.ratelimit_redis.RedisRateLimiter`,
-  counters in Redis, so N web processes share one bucket and one concurrency cap per token.
+  counters in Redis, so N web processes share one rate and one concurrency cap per token.
   If Redis is down or errors, that limiter logs a warning and uses `local_limiter` for the call:
   the API keeps serving, and during the outage a token may get up to N times its quota (one
   in-process budget per web process) instead of every request failing.
@@ -20,10 +27,13 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from typing import Protocol
+
+from limits import RateLimitItemPerSecond
+from limits.storage import MemoryStorage
+from limits.strategies import MovingWindowRateLimiter
 
 
 class QuotaExceeded(Exception):
@@ -54,35 +64,18 @@ class Limiter(Protocol):
     def reset(self) -> None: ...
 
 
-@dataclass
-class _Bucket:
-    tokens: float
-    updated: float
-
-
 class RateLimiter:
     """The in-process limiter: exact for one process, per-process otherwise."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
+    def __init__(self) -> None:
+        self._rate = MovingWindowRateLimiter(MemoryStorage())
         self._lock = threading.Condition()
-        self._buckets: dict[object, _Bucket] = {}
         self._active: dict[object, int] = {}
         self._waiting: dict[object, int] = {}
 
     def take(self, key: object, *, per_minute: float, burst: int) -> None:
-        """Spend one request from `key`'s bucket or raise QuotaExceeded."""
-        rate = per_minute / 60.0
-        with self._lock:
-            now = self._clock()
-            bucket = self._buckets.get(key) or _Bucket(tokens=float(burst), updated=now)
-            bucket.tokens = min(float(burst), bucket.tokens + (now - bucket.updated) * rate)
-            bucket.updated = now
-            self._buckets[key] = bucket
-            if bucket.tokens < 1.0:
-                wait = (1.0 - bucket.tokens) / rate if rate > 0 else 60.0
-                raise QuotaExceeded("rate limit exceeded", max(1, math.ceil(wait)))
-            bucket.tokens -= 1.0
+        """Spend one request of `key`'s rate or raise QuotaExceeded."""
+        rate_hit(self._rate, key, per_minute=per_minute, burst=burst)
 
     @contextmanager
     def slot(
@@ -145,9 +138,28 @@ class RateLimiter:
             return self._lock.wait_for(lambda: self._waiting.get(key, 0) == count, timeout)
 
     def reset(self) -> None:
-        """Refill every bucket (tests); slots in use stay held until their blocks exit."""
-        with self._lock:
-            self._buckets.clear()
+        """Forget every request counted against the rate (tests); slots in use stay held until
+        their blocks exit."""
+        self._rate.storage.reset()
+
+
+def rate_hit(
+    limiter: MovingWindowRateLimiter, key: object, *, per_minute: float, burst: int
+) -> None:
+    """Count one request of `key` in `limiter` or raise QuotaExceeded if its window is full."""
+    if per_minute <= 0 or burst < 1:
+        raise ValueError("per_minute must be positive and burst at least 1")
+    window = RateLimitItemPerSecond(burst, math.ceil(burst * 60 / per_minute))
+    if limiter.hit(window, str(key)):
+        return
+    stats = limiter.get_window_stats(window, str(key))
+    # The oldest request leaves strictly after reset_time: retry the next whole second past it.
+    wait_s = 0.0 if stats.remaining > 0 else max(0.0, stats.reset_time - time.time())
+    message = (
+        f"at most {per_minute:g} requests per minute per token, "
+        f"{burst} in any {window.get_expiry()} s"
+    )
+    raise QuotaExceeded(message, int(wait_s) + 1)
 
 
 def busy_message(limit: int, queue: int, *, waited_s: float | None = None) -> str:

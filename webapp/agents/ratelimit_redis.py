@@ -2,9 +2,10 @@
 
 Keys (all under `undoable:quota:`, each with a TTL so an idle token leaves nothing behind):
 
-- `bucket:<key>`: a hash {tokens, updated}; one Lua script refills and spends it atomically,
-  reading the clock with Redis' TIME so processes whose clocks disagree still agree on the rate.
-  It expires once the bucket would be full again (a missing bucket is a full one).
+- `rate:LIMITER/<key>/...`: the request rate, limits' moving window in its RedisStorage (a list
+  of the window's request times, one Lua script per hit; webapp.agents.ratelimit says how it
+  matches the rate and burst). The times are the web processes' clocks, not Redis', so they
+  must agree (NTP; one host in docker-compose). The list expires one window after its last hit.
 - `slots:<key>`: a sorted set of slot ids scored by their expiry (Redis ms). A Lua script drops
   expired ids, counts and adds in one step; leaving the block removes the id. A process that
   dies holding a slot cannot release it, so every slot expires after the longest a run may take
@@ -12,8 +13,9 @@ Keys (all under `undoable:quota:`, each with a TTL so an idle token leaves nothi
 - `waiters:<key>`: a sorted set of the requests waiting for a slot, scored by the end of their
   wait, so the bound on waiters is shared too and a dead process's waiter stops counting.
 
-Cost: one round trip for `take`, one to acquire a slot, one to release it. A request that waits
-asks again each time this process frees a slot, and every POLL_S for other processes' slots.
+Cost: one round trip for `take` (two when it refuses: the second reads the window for its
+Retry-After), one to acquire a slot, one to release it. A request that waits asks again each
+time this process frees a slot, and every POLL_S for other processes' slots.
 
 Redis down or erroring: the request is never refused because of the limiter. The call logs a
 warning and uses the in-process limiter instead, and for the next few seconds calls skip Redis
@@ -34,9 +36,17 @@ from contextlib import contextmanager
 from functools import lru_cache
 
 import redis
+from limits.storage import RedisStorage
+from limits.strategies import MovingWindowRateLimiter
 from redis.commands.core import Script
 
-from webapp.agents.ratelimit import QuotaExceeded, RateLimiter, busy_message, local_limiter
+from webapp.agents.ratelimit import (
+    QuotaExceeded,
+    RateLimiter,
+    busy_message,
+    local_limiter,
+    rate_hit,
+)
 from webapp.redis_client import redis_client
 
 logger = logging.getLogger(__name__)
@@ -49,23 +59,6 @@ BACKOFF_S = 5.0
 POLL_S = 0.05
 # A waiter stays counted this long past its wait, so a slow poll is not counted out early.
 WAITER_MARGIN_MS = 1000
-
-# KEYS[1] bucket hash; ARGV: refill rate (tokens per ms), burst. Returns 0 when a token was
-# spent, else the ms until one is available.
-_TAKE = """
-local rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'updated')
-local tokens = tonumber(state[1]) or burst
-local updated = tonumber(state[2]) or now
-tokens = math.min(burst, tokens + math.max(0, now - updated) * rate)
-local wait = 0
-if tokens < 1 then wait = math.ceil((1 - tokens) / rate) else tokens = tokens - 1 end
-redis.call('HSET', KEYS[1], 'tokens', tokens, 'updated', now)
-redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate) + 1000)
-return wait
-"""
 
 # KEYS[1] slots zset, KEYS[2] waiters zset; ARGV: limit, slot lifetime in ms (may be <= 0 in
 # tests), slot id (also the waiter's id), most waiters, how long a waiter counts in ms (0: the
@@ -113,14 +106,10 @@ def default_slot_ttl_s() -> float:
 
 
 @lru_cache(maxsize=8)
-def _scripts_for(url: str) -> tuple[Script, Script, Script]:
+def _scripts_for(url: str) -> tuple[Script, Script]:
     # Script objects call EVALSHA (one round trip) and load the script on NOSCRIPT.
     client = redis_client(url)
-    return (
-        client.register_script(_TAKE),
-        client.register_script(_ACQUIRE),
-        client.register_script(_ACTIVE),
-    )
+    return client.register_script(_ACQUIRE), client.register_script(_ACTIVE)
 
 
 class RedisRateLimiter:
@@ -138,24 +127,24 @@ class RedisRateLimiter:
         self._prefix = prefix
         self._slot_ttl_s = slot_ttl_s
         self._fallback = fallback
+        # On the app's connection pool for this URL, so with its timeouts.
+        pool = redis_client(url).connection_pool
+        self._rate = MovingWindowRateLimiter(
+            RedisStorage(url, connection_pool=pool, key_prefix=f"{prefix}rate")
+        )
         self._skip_until = 0.0
         # Wakes wait_for_active when this process takes or frees a slot; others are polled.
         self._changed = threading.Condition()
 
     def take(self, key: object, *, per_minute: float, burst: int) -> None:
-        """Spend one request from `key`'s shared bucket or raise QuotaExceeded."""
-        if per_minute <= 0:
-            raise ValueError("per_minute must be positive")
+        """Spend one request of `key`'s shared rate or raise QuotaExceeded."""
         if not self._redis_ok():
             return self._fallback.take(key, per_minute=per_minute, burst=burst)
-        take = _scripts_for(self._url)[0]
         try:
-            wait_ms = int(take(keys=[self._key("bucket", key)], args=[per_minute / 60000, burst]))
+            rate_hit(self._rate, key, per_minute=per_minute, burst=burst)
         except redis.RedisError as exc:
             self._failed("take", exc)
-            return self._fallback.take(key, per_minute=per_minute, burst=burst)
-        if wait_ms > 0:
-            raise QuotaExceeded("rate limit exceeded", max(1, math.ceil(wait_ms / 1000)))
+            self._fallback.take(key, per_minute=per_minute, burst=burst)
 
     @contextmanager
     def slot(
@@ -185,7 +174,7 @@ class RedisRateLimiter:
         if not self._redis_ok():
             return held_here
         try:
-            return int(_scripts_for(self._url)[2](keys=[self._key("slots", key)])) + held_here
+            return int(_scripts_for(self._url)[1](keys=[self._key("slots", key)])) + held_here
         except redis.RedisError as exc:
             self._failed("active", exc)
             return held_here
@@ -196,7 +185,7 @@ class RedisRateLimiter:
         if not self._redis_ok():
             return here
         try:
-            return int(_scripts_for(self._url)[2](keys=[self._key("waiters", key)])) + here
+            return int(_scripts_for(self._url)[1](keys=[self._key("waiters", key)])) + here
         except redis.RedisError as exc:
             self._failed("waiting", exc)
             return here
@@ -221,10 +210,10 @@ class RedisRateLimiter:
         return True
 
     def reset(self) -> None:
-        """Forget every bucket and slot under this limiter's prefix (tests)."""
+        """Forget every request and slot under this limiter's prefix (tests)."""
         self._fallback.reset()
         client = redis_client(self._url)
-        for kind in ("bucket", "slots", "waiters"):
+        for kind in ("rate", "slots", "waiters"):
             for name in client.scan_iter(match=f"{self._prefix}{kind}:*"):
                 client.delete(name)
 
@@ -238,7 +227,7 @@ class RedisRateLimiter:
         ttl_ms = int(self._slot_ttl_s() * 1000)
         may_wait = wait_s > 0 and queue > 0
         waiter_ms = math.ceil(wait_s * 1000) + WAITER_MARGIN_MS if may_wait else 0
-        acquire = _scripts_for(self._url)[1]
+        acquire = _scripts_for(self._url)[0]
         deadline = time.monotonic() + wait_s
         waited = False
         try:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 import redis
 from django.test import override_settings
+from limits.strategies import MovingWindowRateLimiter
 
 from tests.servers import RedisServer
 from webapp.agents.models import ApiToken
@@ -19,27 +21,58 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 class FakeClock:
+    """The wall clock (time.time) that limits' storage and the Retry-After both read."""
+
     def __init__(self) -> None:
-        self.now = 1000.0
+        self.now = 1_000_000.0
 
     def __call__(self) -> float:
         return self.now
 
 
-def test_the_bucket_refills_at_the_configured_rate():
-    clock = FakeClock()
-    limiter = RateLimiter(clock=clock)
-    for _ in range(3):
-        limiter.take("t", per_minute=60, burst=3)
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(time, "time", fake)
+    return fake
+
+
+def test_a_burst_past_the_cap_waits_until_its_oldest_request_leaves_the_window(clock):
+    limiter = RateLimiter()
+    start = clock.now
+    limiter.take("t", per_minute=60, burst=3)  # 3 in any 3 s
+    clock.now = start + 0.5
+    limiter.take("t", per_minute=60, burst=3)
+    limiter.take("t", per_minute=60, burst=3)
+    clock.now = start + 0.75
     with pytest.raises(QuotaExceeded) as denied:
         limiter.take("t", per_minute=60, burst=3)
-    assert denied.value.retry_after_s == 1
-    clock.now += 1.0
+    assert denied.value.retry_after_s == 3  # the first leaves the window after 2.25 s
+    assert str(denied.value) == "at most 60 requests per minute per token, 3 in any 3 s"
+    clock.now = start + 3.01
     limiter.take("t", per_minute=60, burst=3)
+    with pytest.raises(QuotaExceeded) as denied:
+        limiter.take("t", per_minute=60, burst=3)
+    assert denied.value.retry_after_s == 1  # the next two leave at start + 3.5
 
 
-def test_tokens_have_separate_buckets():
-    limiter = RateLimiter(clock=FakeClock())
+def test_a_greedy_token_gets_its_burst_at_once_and_its_rate_over_a_minute(clock):
+    limiter = RateLimiter()
+    admitted: list[float] = []
+    start = clock.now
+    while clock.now < start + 60:
+        try:
+            limiter.take("t", per_minute=600, burst=60)
+            admitted.append(clock.now - start)
+        except QuotaExceeded:
+            clock.now += 0.1
+    assert admitted.count(0.0) == 60
+    # A token bucket of that rate and burst would let 600 + 60 through in this minute.
+    assert len(admitted) == 600
+
+
+def test_tokens_have_separate_rates():
+    limiter = RateLimiter()
     limiter.take("a", per_minute=1, burst=1)
     limiter.take("b", per_minute=1, burst=1)
     with pytest.raises(QuotaExceeded) as denied:
@@ -53,11 +86,21 @@ def test_a_token_over_its_rate_gets_429_with_retry_after_and_nothing_runs(owner,
     assert [owner.post("/api/v1/exec", body).status_code for _ in range(2)] == [200, 200]
     denied = owner.post("/api/v1/exec", body)
     assert denied.status_code == 429
-    assert denied.json() == {"error": "rate limit exceeded"}
-    assert int(denied["Retry-After"]) >= 1
+    assert denied.json() == {"error": "at most 1 requests per minute per token, 2 in any 120 s"}
+    assert 110 <= int(denied["Retry-After"]) <= 120
     assert "X-Exit-Code" not in denied
     # Another person's token is not affected.
     assert stranger.post("/api/v1/exec", body).status_code == 200
+
+
+@pytest.mark.sabotage
+@override_settings(AGENTS_RATE_BURST=2, AGENTS_RATE_PER_MINUTE=1)
+def test_sabotage_with_the_rate_window_always_allowing_a_burst_past_the_cap_runs(
+    owner, monkeypatch
+):
+    monkeypatch.setattr(MovingWindowRateLimiter, "hit", lambda self, item, *ids, cost=1: True)
+    body = {"code": "print('ran')"}
+    assert [owner.post("/api/v1/exec", body).status_code for _ in range(3)] == [200, 200, 200]
 
 
 @override_settings(AGENTS_MAX_CONCURRENT_PER_TOKEN=1, AGENTS_SLOT_WAIT_S=0)
@@ -94,7 +137,7 @@ def shared_quota(redis_server: RedisServer) -> Iterator[redis.Redis]:
 
 
 @override_settings(AGENTS_RATE_BURST=2, AGENTS_RATE_PER_MINUTE=1)
-def test_with_redis_a_token_gets_429_once_the_bucket_all_processes_share_is_empty(
+def test_with_redis_a_token_gets_429_once_the_window_all_processes_share_is_full(
     owner, stranger, shared_quota, redis_server
 ):
     key = ApiToken.objects.get(owner=owner.user).pk
@@ -102,9 +145,9 @@ def test_with_redis_a_token_gets_429_once_the_bucket_all_processes_share_is_empt
     body = {"code": "print('ran')"}
     assert owner.post("/api/v1/exec", body).status_code == 200
     other_process.take(key, per_minute=1, burst=2)
-    # This process spent one request of two: only the shared bucket can be empty.
+    # This process spent one request of two: only the shared window can be full.
     denied = owner.post("/api/v1/exec", body)
     assert denied.status_code == 429
-    assert 50 <= int(denied["Retry-After"]) <= 60
-    assert shared_quota.exists(f"undoable:quota:bucket:{key}")
+    assert 110 <= int(denied["Retry-After"]) <= 120
+    assert list(shared_quota.scan_iter(match=f"undoable:quota:rate:*/{key}/*"))
     assert stranger.post("/api/v1/exec", body).status_code == 200

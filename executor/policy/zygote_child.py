@@ -266,7 +266,13 @@ def serve(driver, control_fd, bpf, caps):
                 os.close(fd)
             continue
         hard_s, sizes = request
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:  # this run fails (its host sees EOF); the template goes on
+            _complain(fds[2], exc)
+            for fd in fds:
+                os.close(fd)
+            continue
         if pid == 0:
             try:
                 control.close()

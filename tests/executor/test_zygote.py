@@ -239,6 +239,23 @@ def test_the_template_is_replaced_when_it_dies(backend):
     assert keeper._template is not None and keeper._template is not old
 
 
+def test_an_old_template_is_retired_once_its_runs_are_done():
+    built = make_backend(CLOSE_UID)
+    try:
+        keeper = built._zygote
+        assert keeper is not None and keeper._template is not None
+        first = keeper._template
+        keeper._max_age_s = 0.0
+        hashes = [run(built, "print(hash('seed'))").stdout for _ in range(2)]
+        assert built.wait_idle(30)
+        assert keeper._template is not first and first.proc.poll() is not None
+        # Each template draws its own string hash seed.
+        assert hashes[0] != hashes[1]
+    finally:
+        built.close()
+    assert _processes_of(CLOSE_UID) == []
+
+
 def test_runs_with_mounts_fall_back_to_a_sandbox(backend):
     base = Path(ROOTFS).parent / "tmp"
     base.mkdir(exist_ok=True)

@@ -19,7 +19,7 @@ from executor.backends.base import OutputCallback
 from executor.backends.bwrap import cgroups
 from executor.backends.bwrap.loop import Outcome, RunLoop
 from executor.backends.bwrap.pool import Reaper, Sandbox, WarmPool
-from executor.backends.bwrap.zygote import Zygote
+from executor.backends.bwrap.zygote import Zygote, ZygoteRun
 from executor.cancel import CancelToken
 from executor.errors import BackendUnavailable, InvalidLimits, InvalidSpec, SandboxFailed
 from executor.limits import Limits
@@ -56,9 +56,9 @@ class BwrapBackend:
     use_cgroups: put each sandbox in its own memory/pids/cpu cgroup where the host allows.
     term_grace_s: time between SIGTERM and SIGKILL when a run times out or is cancelled.
     zygote: start stateless runs by forking a long-lived template process into fresh
-        namespaces (docs/zygote.md) instead of one bwrap sandbox each. It needs cgroups;
-        without them, and for runs with mounts, runs use sandboxes as before. The warm pool
-        is then not started: a zygote run is already warm.
+        namespaces (docs/zygote.md) instead of one bwrap sandbox each; the warm pool then
+        holds such runs. It needs cgroups; without them, when the template is unavailable,
+        and for runs with mounts, runs use bwrap sandboxes as before.
     """
 
     name = "bwrap"
@@ -90,7 +90,6 @@ class BwrapBackend:
             self._zygote = Zygote(
                 rootfs=self.rootfs, host_uid=self.host_uid, cgroup_parents=self.cgroup_parents
             )
-            self._pool_size = 0
         # How many runs took a warm sandbox (a zygote run counts as one) vs started one
         # (benchmarks and tests read this); and how many of the warm ones were zygote runs.
         self.stats = {"warm": 0, "cold": 0}
@@ -146,20 +145,18 @@ class BwrapBackend:
         if mounts:
             self.stats["cold"] += 1
             return self._run_cold(spec, limits, on_output, cancel, mounts)
-        if self._zygote is not None:
-            if cancel is not None and cancel.cancelled:
-                return _cancelled_before_start()
-            forked = self._zygote.spawn(limits, wall_s=limits.wall_time_s + self.term_grace_s)
-            if forked is not None:
-                self.stats["warm"] += 1
-                self.zygote_runs += 1
-                return self._execute(forked, spec, limits, on_output, cancel)
         pool = self._pool
         sandbox = pool.take() if pool is not None and self._pool_fits(limits) else None
+        if sandbox is None and self._zygote is not None:
+            if cancel is not None and cancel.cancelled:
+                return _cancelled_before_start()
+            sandbox = self._zygote.spawn(limits, wall_s=limits.wall_time_s + self.term_grace_s)
         if sandbox is None:
             self.stats["cold"] += 1
             return self._run_cold(spec, limits, on_output, cancel)
         self.stats["warm"] += 1
+        if isinstance(sandbox, ZygoteRun):
+            self.zygote_runs += 1
         return self._execute(sandbox, spec, limits, on_output, cancel)
 
     def wait_warm(self, timeout_s: float = 30.0) -> bool:
@@ -174,11 +171,11 @@ class BwrapBackend:
     def close(self) -> None:
         """Stop the warm pool and the zygote, and wait until every sandbox of this backend is
         torn down."""
-        if self._zygote is not None:
-            self._zygote.close()
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+        if self._zygote is not None:
+            self._zygote.close()
         self._reaper.close()
 
     def _zygote_self_check(self) -> None:
@@ -215,7 +212,11 @@ class BwrapBackend:
 
     def _start_pooled(self) -> Sandbox:
         limits = self.pool_limits
-        return self._start(limits, self._pool_max_idle_s + limits.wall_time_s)
+        hard_limit_s = self._pool_max_idle_s + limits.wall_time_s
+        # With the zygote the pool holds runs forked from it, already placed in their cgroups
+        # and waiting for their job; a bwrap sandbox only when the template is unavailable.
+        forked = self._zygote.spawn(limits, wall_s=hard_limit_s) if self._zygote else None
+        return forked if forked is not None else self._start(limits, hard_limit_s)
 
     def _run_cold(
         self,

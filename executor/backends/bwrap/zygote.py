@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import itertools
 import logging
 import marshal
 import math
@@ -23,6 +24,7 @@ import struct
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
@@ -50,11 +52,15 @@ TEMPLATE_LIMITS = Limits(
 )
 # The launcher's hard kill of the template (its maximum); the backend then starts a new one.
 TEMPLATE_MAX_AGE_S = 6 * 24 * 3600
+# Age after which the template is replaced (its runs finish first): runs of one template share
+# its string hash seed and address-space layout (docs/zygote.md).
+TEMPLATE_RETIRE_S = 600.0
 # Failed run starts in a row on a live template before it is replaced.
 MAX_FAILURES = 3
 # How long a run's first process may take to ask for its cgroups.
 PLACE_TIMEOUT_S = 10.0
-_CHILD_FDS = 6  # stdin, stdout, stderr, job, status, place: zygote_child.FDS
+TEMPLATE_CGROUP_PREFIX = "undoable-zygote-"
+_counter = itertools.count()
 
 # python3 -c: read the payload (both sources, the BPF, the image caps) and start serving.
 _BOOTSTRAP = """import marshal, os, sys
@@ -116,8 +122,16 @@ class ZygoteRun(Sandbox):
     signal_program/kill, which find the run's PID 1 through its cgroup (as for a Sandbox).
     """
 
-    def __init__(self, pipes: _Pipes, job_w: int, status_r: int, cgroup: SandboxCgroup) -> None:
+    def __init__(
+        self,
+        pipes: _Pipes,
+        job_w: int,
+        status_r: int,
+        cgroup: SandboxCgroup,
+        on_destroyed: Callable[[], None],
+    ) -> None:
         self.proc = cast(subprocess.Popen[bytes], pipes)
+        self._on_destroyed = on_destroyed
         self._pipes = pipes
         self.job_w = job_w
         self.status_r = status_r
@@ -152,6 +166,7 @@ class ZygoteRun(Sandbox):
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._run_cgroup.remove()
+        self._on_destroyed()
 
 
 class Template:
@@ -164,6 +179,10 @@ class Template:
         self.control = control
         self.cgroup = cgroup
         self.started_at = time.monotonic()
+        self._lock = threading.Lock()
+        self._live = 0  # runs forked and not yet destroyed
+        self._retired = False
+        self._ended = False
 
     @classmethod
     def start(
@@ -174,7 +193,7 @@ class Template:
         Not through spawn.spawn_sandbox: the template needs its own seccomp variant and a
         control socket, where that function hands every sandbox the full filter and its pipes.
         """
-        cgroup = SandboxCgroup.create(cgroup_parents) if cgroup_parents else None
+        cgroup = _template_cgroup(cgroup_parents) if cgroup_parents else None
         theirs: list[int] = []
         ours: socket.socket | None = None
         try:
@@ -277,7 +296,11 @@ class Template:
         finally:
             for fd in theirs:
                 os.close(fd)
-        run = ZygoteRun(_Pipes(ours[0], ours[1], ours[2]), ours[3], ours[4], cgroup)
+        with self._lock:
+            self._live += 1
+        run = ZygoteRun(
+            _Pipes(ours[0], ours[1], ours[2]), ours[3], ours[4], cgroup, self._run_destroyed
+        )
         try:
             with place:
                 _place(cgroup, _placement_request(place, expected_uid))
@@ -292,8 +315,27 @@ class Template:
             raise
         return run
 
+    def retire(self) -> None:
+        """Take no more runs; end once the runs already forked are destroyed."""
+        with self._lock:
+            self._retired = True
+            idle = self._live == 0
+        if idle:
+            self.close()
+
+    def _run_destroyed(self) -> None:
+        with self._lock:
+            self._live -= 1
+            done = self._retired and self._live == 0
+        if done:
+            self.close()
+
     def close(self) -> None:
         """End the template: closing the control socket makes it kill its runs and exit."""
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
         with contextlib.suppress(OSError):
             self.control.close()
         try:
@@ -333,6 +375,38 @@ def _placement_request(place: socket.socket, expected_uid: int) -> int:
     return pid
 
 
+def _template_cgroup(parents: dict[str, str]) -> SandboxCgroup:
+    """The template's own groups, named apart from the sandboxes' (`undoable-PID-N`): they
+    hold no run, so leak checks that count sandbox groups need not know about them."""
+    name = f"{TEMPLATE_CGROUP_PREFIX}{os.getpid()}-{next(_counter)}"
+    dirs: dict[str, str] = {}
+    try:
+        for controller, parent in parents.items():
+            os.mkdir(os.path.join(parent, name))
+            dirs[controller] = os.path.join(parent, name)
+    except OSError:
+        SandboxCgroup(dirs).remove()
+        raise
+    return SandboxCgroup(dirs)
+
+
+def remove_stale_template_cgroups(parents: dict[str, str]) -> None:
+    """Remove the empty template groups of processes of ours that died without cleaning up."""
+    for parent in parents.values():
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            if not name.startswith(TEMPLATE_CGROUP_PREFIX):
+                continue
+            owner = name.removeprefix(TEMPLATE_CGROUP_PREFIX).split("-")[0]
+            if not owner.isdigit() or os.path.exists(f"/proc/{owner}"):
+                continue
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(parent, name))
+
+
 def _place(cgroup: SandboxCgroup, pid: int) -> None:
     """Move the run's first process into the run's cgroups; check they hold it and only it."""
     for procs in cgroup.procs_files:
@@ -369,11 +443,14 @@ class Zygote:
         rootfs: str,
         host_uid: int | None,
         cgroup_parents: dict[str, str],
+        max_age_s: float = TEMPLATE_RETIRE_S,
     ) -> None:
         self._rootfs = rootfs
+        self._max_age_s = max_age_s
         self._host_uid = host_uid
         self._cgroup_parents = cgroup_parents
         self._expected_uid = host_uid if host_uid is not None else os.getuid()
+        remove_stale_template_cgroups(cgroup_parents)
         self._lock = threading.Lock()
         self._template: Template | None = None
         self._retry_at = 0.0
@@ -408,12 +485,16 @@ class Zygote:
 
     def _current(self) -> Template | None:
         old: Template | None = None
+        retiring: Template | None = None
         with self._lock:
             if self._closed:
                 return None
             template = self._template
             if template is not None and not template.alive():
                 old, template, self._template = template, None, None
+            elif template is not None and time.monotonic() - template.started_at > self._max_age_s:
+                # A new hash seed and address-space layout for the runs from now on.
+                retiring, template, self._template = template, None, None
             if template is None and time.monotonic() >= self._retry_at:
                 try:
                     template = Template.start(
@@ -427,6 +508,8 @@ class Zygote:
                     self._back_off()
         if old is not None:
             old.close()
+        if retiring is not None:
+            retiring.retire()
         return template
 
     def _discard(self, template: Template) -> None:

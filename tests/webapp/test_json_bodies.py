@@ -8,6 +8,7 @@ import pytest
 from django.urls import reverse
 
 from tests.factories import QueryFactory
+from tests.webapp.connections.oauth_setup import generic_provider
 from webapp.runs.models import Run
 
 MAX_BYTES = 16 * 1024  # above the hostile bodies below, which must fail for what they are
@@ -82,3 +83,21 @@ def test_a_body_of_the_wrong_shape_is_a_400_from_its_model(owner_client, owner, 
 
     assert response.status_code == 400
     assert response.json() == {"error": "Invalid request: Input should be a valid string"}
+
+
+# The Connections panel's calls (webapp/connections/views.py) read their bodies the same way.
+CONNECTION_CALLS = pytest.mark.parametrize("step", ["begin", "token", "refresh", "revoke"])
+
+
+@CONNECTION_CALLS
+@BODIES
+def test_a_connection_call_answers_a_body_it_cannot_use_the_same_way(
+    owner_client, step, raw, status, message
+) -> None:
+    with generic_provider():
+        response = owner_client.post(
+            f"/connections/generic/{step}", data=raw, content_type="application/json"
+        )
+
+    assert response.status_code == status
+    assert response.json()["error"].startswith(f"Invalid request: {message}")

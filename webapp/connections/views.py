@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, ValidationError
 from webapp.accounts.authed import AuthedHttpRequest
 from webapp.connections import oauth
 from webapp.connections.providers import Provider, provider_for_id
-from webapp.json_body import BadJsonBody, json_body_loads
+from webapp.json_body import BadJsonBody, json_body_read
 
 _PKCE = r"^[A-Za-z0-9._~-]{43,128}$"
 
@@ -52,9 +52,9 @@ def _provider(provider_id: str) -> Provider:
 
 def _body(request: HttpRequest, model: type[BaseModel]) -> Any:
     try:
-        return model.model_validate(json_body_loads(request.body or b"{}"))
+        return model.model_validate(json_body_read(request))
     except BadJsonBody as exc:
-        raise _BadRequest(f"Invalid request: {exc}") from None
+        raise _BadRequest(f"Invalid request: {exc}", status=exc.status) from None
     except ValidationError as exc:
         error = exc.errors(include_input=False, include_url=False)[0]
         field = ".".join(str(p) for p in error["loc"])
@@ -62,13 +62,17 @@ def _body(request: HttpRequest, model: type[BaseModel]) -> Any:
 
 
 class _BadRequest(Exception):
-    pass
+    def __init__(self, message: str, *, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _answer(call: Any) -> JsonResponse:
     try:
         return JsonResponse(call())
-    except (_BadRequest, oauth.ConnectError) as exc:
+    except _BadRequest as exc:
+        return JsonResponse({"error": str(exc)}, status=exc.status)
+    except oauth.ConnectError as exc:
         return JsonResponse({"error": str(exc)}, status=400)
 
 

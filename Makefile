@@ -139,6 +139,15 @@ compose-smoke: sandbox-image
 loadtest: $(VENV)/.installed-dev sandbox
 	$(PY) tests/bench/loadtest.py
 
+# The same load test on docker-compose.yml's services (built from local images, torn down after),
+# and its agent exec path beside the embedded server's (issue 18). Neither is part of CI.
+.PHONY: loadtest-compose bench-compose
+loadtest-compose: $(VENV)/.installed-dev sandbox-image
+	$(PY) tests/bench/loadtest_compose.py
+
+bench-compose: $(VENV)/.installed-dev sandbox sandbox-image
+	$(PY) tests/bench/bench_compose.py
+
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -53,7 +53,6 @@ _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 DEV_SHM_BYTES = 16 * 1024 * 1024
 # Request: b"run HARD_S TMP_BYTES WORKDIR_BYTES" with these fds, in this order.
 FDS = ("stdin", "stdout", "stderr", "job", "status", "place")
-_REAP_EVERY_S = 0.5
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -109,9 +108,21 @@ def _loopback_up():
         fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sh14x", b"lo", flags | IFF_UP))
 
 
-def _drop_capabilities():
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+
+def _prepared(bpf):
+    """What every run needs and the template can build once: the seccomp program (its
+    sock_fprog, which runs inherit with the template's memory) and the last capability."""
+    program = ctypes.create_string_buffer(bpf, len(bpf))
+    fprog = _SockFprog(len(bpf) // 8, ctypes.addressof(program))
     with open("/proc/sys/kernel/cap_last_cap") as last:
         cap_last = int(last.read())
+    return {"program": program, "fprog": fprog, "cap_last": cap_last}
+
+
+def _drop_capabilities(cap_last):
     for cap in range(cap_last + 1):
         _prctl(PR_CAPBSET_DROP, cap)
     _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
@@ -120,13 +131,7 @@ def _drop_capabilities():
     _check(_libc.capset(header, data), "capset")
 
 
-def _seccomp(bpf):
-    program = ctypes.create_string_buffer(bpf, len(bpf))
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
-
-    fprog = SockFprog(len(bpf) // 8, ctypes.addressof(program))
+def _seccomp(fprog):
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
     result = _libc.prctl(
         ctypes.c_int(PR_SET_SECCOMP),
@@ -147,7 +152,7 @@ def _close_fds_except(keep):
     os.closerange(last + 1, 1 << 20)
 
 
-def _run_init(driver, fds, bpf, caps):
+def _run_init(driver, fds, prepared, caps):
     """B: PID 1 of the run's pid namespace; ends as the run's supervisor."""
     stdin, stdout, stderr, job, status, place = fds
     _prctl(PR_SET_PDEATHSIG, SIGKILL)
@@ -165,14 +170,14 @@ def _run_init(driver, fds, bpf, caps):
     for target, fd in ((0, stdin), (1, stdout), (2, stderr)):
         os.dup2(fd, target)
     _close_fds_except({0, 1, 2, job, status})
-    _drop_capabilities()
-    _seccomp(bpf)
+    _drop_capabilities(prepared["cap_last"])
+    _seccomp(prepared["fprog"])
     _prctl(PR_SET_PDEATHSIG, SIGKILL)
     driver.main(job, status, *caps)
     os._exit(0)
 
 
-def _start_run(driver, fds, sizes, bpf, caps):
+def _start_run(driver, fds, sizes, prepared, caps):
     """A: the run's namespaces and scratch mounts, then B; waits for B."""
     tmp_bytes, workdir_bytes = sizes
     uid, gid = os.getuid(), os.getgid()
@@ -192,7 +197,7 @@ def _start_run(driver, fds, sizes, bpf, caps):
     pid = os.fork()
     if pid == 0:
         try:
-            _run_init(driver, fds, bpf, caps)
+            _run_init(driver, fds, prepared, caps)
         except BaseException as exc:
             _complain(fds[2], exc)
             os._exit(126)
@@ -237,27 +242,32 @@ def _received_fds(ancdata):
 
 
 def serve(driver, control_fd, bpf, caps):
-    """The template's loop: one fork per request, each run killed at its hard deadline."""
+    """The template's loop: one fork per request, each run killed at its hard deadline.
+
+    Each run's A is watched through a pidfd, so it is reaped as soon as it ends (its run's
+    processes never linger as zombies) and killed at its deadline; the fds are closed in B
+    before any of the run's code exists.
+    """
     control = socket.socket(fileno=control_fd)
-    deadlines: dict[int, float] = {}
+    prepared = _prepared(bpf)
+    runs: dict[int, tuple[int, float]] = {}  # pidfd -> (pid, deadline)
     poller = select.poll()
     poller.register(control, select.POLLIN)
     while True:
         now = time.monotonic()
-        for pid, deadline in list(deadlines.items()):
+        for pid, deadline in runs.values():
             if now >= deadline:
                 _kill(pid)  # B and its namespace die with A (PR_SET_PDEATHSIG)
-        _reap(deadlines)
-        wait = _REAP_EVERY_S
-        if deadlines:
-            wait = max(0.0, min(wait, min(deadlines.values()) - now))
-        if not poller.poll(int(wait * 1000) + 1):
+        wait = min([deadline for _, deadline in runs.values()], default=now + 1) - now
+        ready = {fd for fd, _ in poller.poll(max(0, min(1000, int(wait * 1000))) + 1)}
+        _reap(runs, poller)
+        if control.fileno() not in ready:
             continue
         message, ancdata, _, _ = control.recvmsg(256, socket.CMSG_SPACE(4 * len(FDS)))
         fds = _received_fds(ancdata)
         if not message:
             # The host is gone: so are its runs.
-            for pid in deadlines:
+            for pid, _ in runs.values():
                 _kill(pid)
             os._exit(0)
         request = _parse(message, fds)
@@ -276,23 +286,21 @@ def serve(driver, control_fd, bpf, caps):
         if pid == 0:
             try:
                 control.close()
-                _start_run(driver, fds, sizes, bpf, caps)
+                _start_run(driver, fds, sizes, prepared, caps)
             except BaseException as exc:
                 _complain(fds[2], exc)
             os._exit(126)
         for fd in fds:
             os.close(fd)
-        deadlines[pid] = time.monotonic() + hard_s
+        pidfd = os.pidfd_open(pid)
+        runs[pidfd] = (pid, time.monotonic() + hard_s)
+        poller.register(pidfd, select.POLLIN)
 
 
-def _kill(pid):
-    try:
-        os.kill(pid, SIGKILL)
-    except OSError:
-        return
-
-
-def _reap(deadlines):
+def _reap(runs, poller):
+    """Reap every child that ended: the runs' A processes (woken by their pidfds) and what a
+    dying run namespace leaves to its init's reaper (this process, PID 1)."""
+    by_pid = {pid: pidfd for pidfd, (pid, _) in runs.items()}
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -300,7 +308,19 @@ def _reap(deadlines):
             return
         if pid == 0:
             return
-        deadlines.pop(pid, None)
+        pidfd = by_pid.pop(pid, None)
+        if pidfd is not None:
+            del runs[pidfd]
+            poller.unregister(pidfd)
+            os.close(pidfd)
+
+
+def _kill(pid):
+    # Not yet reaped (only the loop above reaps), so the pid is still this run's A.
+    try:
+        os.kill(pid, SIGKILL)
+    except OSError:
+        return
 
 
 def start(payload, control_fd):

@@ -24,6 +24,7 @@ from executor.policy.bwrap_args import (
 )
 from executor.policy.mounts import CONTROL_DIR, Mount, bwrap_mount_args
 from executor.policy.seccomp import DENIED_SYSCALLS, TIOCSTI, build_filter, seccomp_bpf
+from tests.prerequisites import ROOTFS as REAL_ROOTFS
 
 ROOTFS = "/srv/sandbox-rootfs"
 FDS = SandboxFds(seccomp=7, job=8, status=9)
@@ -142,7 +143,7 @@ def test_the_driver_source_is_valid_python():
 
 
 def test_the_driver_travels_compiled_to_a_rootfs_with_our_python():
-    real_rootfs = str(Path(__file__).resolve().parents[2] / "var" / "sandbox-rootfs")
+    real_rootfs = str(REAL_ROOTFS)
     payload = driver_payload(real_rootfs)
     body = payload[8:]
     assert int.from_bytes(payload[:8], "big") == len(body)

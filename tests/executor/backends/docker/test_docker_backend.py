@@ -12,7 +12,6 @@ import json
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import docker
 import pytest
@@ -23,10 +22,10 @@ from executor.errors import BackendUnavailable
 from executor.limits import Limits
 from executor.result import OutputChunk
 from executor.spec import RunSpec
+from tests.prerequisites import REPO
 
 pytestmark = pytest.mark.docker
 
-REPO = Path(__file__).resolve().parents[2]
 LIMITS = Limits(wall_time_s=5, cpu_time_s=5, memory_mib=128, max_pids=32)
 WHOAMI = "import socket; print(socket.gethostname())"
 

@@ -26,8 +26,7 @@ from executor.sessions.manager import (
     SessionManager,
     SessionNotFound,
 )
-
-ROOTFS = Path(__file__).resolve().parents[2] / "var" / "sandbox-rootfs"
+from tests.prerequisites import ROOTFS
 
 
 def process_gone(pid: int) -> bool:

@@ -1,8 +1,8 @@
 """Sessions under EXECUTOR_BACKEND=docker: each one is a container of the Docker policy, and no
 container the server started (warm pool or session) outlives the server.
 
-The REPL, files, quota and reply-cap behaviour is tests/executor/test_sessions.py, run against
-both backends; here: what only Docker has.
+The REPL, files, quota and reply-cap behaviour is tests/executor/sessions/test_sessions.py, run
+against both backends; here: what only Docker has.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from executor.sessions.docker import SESSION_LABEL, DockerSessionSandbox
 from executor.sessions.manager import SessionConfig, SessionManager
 from executor.sessions.sandbox import SessionDied
 from executor.sessions.starters import DockerStarter
+from tests.prerequisites import REPO
 
 pytestmark = pytest.mark.docker
 
-REPO = Path(__file__).resolve().parents[2]
 LIMITS = Limits(wall_time_s=10, memory_mib=96, max_pids=32)
 
 

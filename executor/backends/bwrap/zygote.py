@@ -138,7 +138,7 @@ class ZygoteRun(Sandbox):
         self.cgroup: SandboxCgroup | None = cgroup
         self._run_cgroup = cgroup
         self.started_at = time.monotonic()
-        self.ready = True
+        self.ready = False  # set by wait_ready() when the warm pool holds it
         self._destroyed = False
         self._killed = False
 

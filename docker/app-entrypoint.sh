@@ -13,7 +13,10 @@ if [ "$(id -u)" = 0 ]; then
   for path in $(cut -d' ' -f5 /proc/self/mountinfo | grep '^/proc/' | sort -r); do
     umount "$path" || echo "app-entrypoint: $path stays masked: bubblewrap cannot run here" >&2
   done
-  exec setpriv --reuid=undoable --regid=undoable --init-groups \
+  # Its own group and those compose's `group_add` gave (the Docker socket's, with the Docker
+  # backend override), never root's.
+  groups=$( (id -g undoable; id -G | tr ' ' '\n') | grep -vx 0 | sort -un | paste -sd, -)
+  exec setpriv --reuid=undoable --regid=undoable --groups="$groups" \
     --inh-caps=-all --ambient-caps=-all --bounding-set=-all -- "$@"
 fi
 exec "$@"

@@ -116,7 +116,8 @@ for pid in range(1, 4096):
         hit.append(pid)
     except OSError:
         pass
-print(hit)
+print(hit, flush=True)
+os.kill(-1, signal.SIGKILL)  # everything this run may signal but its PID 1 and itself
 """
 
 

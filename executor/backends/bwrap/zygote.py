@@ -48,7 +48,7 @@ logger = logging.getLogger(__name__)
 # The template's own sandbox: tiny scratch space (runs mount their own), and a cgroup that holds
 # the template and each run's namespace-making process (A), never a run's program.
 TEMPLATE_LIMITS = Limits(
-    memory_mib=512, max_pids=1024, workdir_quota_mib=1, tmp_quota_mib=1, wall_time_s=1
+    memory_mib=128, max_pids=512, workdir_quota_mib=1, tmp_quota_mib=1, wall_time_s=1
 )
 # The launcher's hard kill of the template (its maximum); the backend then starts a new one.
 TEMPLATE_MAX_AGE_S = 6 * 24 * 3600

@@ -1,7 +1,7 @@
 # Undoable's images, all from one Debian bookworm base so that no registry is needed:
 #
-#   docker build --build-arg BASE_IMAGE=python:3.11-slim --target app .    # the web/worker image
-#   docker build --build-arg BASE_IMAGE=python:3.11-slim --target app-bwrap .  # + sandbox rootfs (compose)
+#   docker build --build-arg BASE_IMAGE=python:3.11-slim --target app .    # app, Docker backend only
+#   docker build --build-arg BASE_IMAGE=python:3.11-slim --target app-bwrap .  # compose: + bwrap rootfs
 #   docker build --build-arg BASE_IMAGE=undoable-base:local --target redis .
 #   docker build --build-arg BASE_IMAGE=undoable-base:local --target postgres .
 #

@@ -79,6 +79,14 @@ echo "$out"
 [ "$(printf '%s' "$out" | head -1)" = 42 ] || { echo "unexpected output from /api/v1/exec" >&2; exit 1; }
 [ "$(printf '%s' "$out" | sed -n 3p)" = 1 ] || { echo "the exec did not run under bwrap" >&2; exit 1; }
 
+say "a run past the memory cap is OOM-killed in its own cgroup (not stopped by RLIMIT_AS alone)"
+oom=$(curl -fsS -X POST "http://127.0.0.1:$port/api/v1/exec" \
+  -H "Authorization: Bearer $token" -H 'Content-Type: application/json' -H 'Accept: application/json' \
+  -d '{"code": "x = bytes([1]) * (600 * 1024 * 1024)"}')
+echo "$oom"
+printf '%s' "$oom" | python3 -c 'import json, sys; r = json.load(sys.stdin); sys.exit(not r["oom_killed"] or r["limit"] != "memory")' \
+  || { echo "no per-sandbox memory cgroup in web" >&2; exit 1; }
+
 say "an agent session on web: state kept between cells, a file put and read back, deleted"
 api() {
   local method=$1 path=$2

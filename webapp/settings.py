@@ -238,7 +238,7 @@ EXECUTOR_SANDBOX_UID = env_int("EXECUTOR_SANDBOX_UID", 65600, minimum=1)
 EXECUTOR_ROOTFS = Path(env_str("EXECUTOR_ROOTFS", str(UNDOABLE_VAR_DIR / "sandbox-rootfs")))
 EXECUTOR_DOCKER_IMAGE = env_str("EXECUTOR_DOCKER_IMAGE", "undoable-sandbox:latest")
 EXECUTOR_WARM_POOL_SIZE = env_int("EXECUTOR_WARM_POOL_SIZE", 4, minimum=0)
-EXECUTOR_ZYGOTE = env_bool("EXECUTOR_ZYGOTE", False)
+EXECUTOR_ZYGOTE = env_bool("EXECUTOR_ZYGOTE", True)
 # Server-side caps; a request may only lower them.
 EXECUTOR_WALL_TIME_S = env_float("EXECUTOR_WALL_TIME_S", 60.0, minimum=0.1)
 EXECUTOR_CPU_TIME_S = env_float("EXECUTOR_CPU_TIME_S", 60.0, minimum=0.1)

@@ -241,19 +241,21 @@ def serve(driver, control_fd, bpf, caps):
 
     Each run's A is watched through a pidfd, so it is reaped as soon as it ends (its run's
     processes never linger as zombies) and killed at its deadline; the fds are closed in B
-    before any of the run's code exists.
+    before any of the run's code exists. The template keeps its copy of the run's placement
+    socket until it has reaped A: the host's end then reads EOF, so the host knows when
+    nothing of the run is left (ZygoteRun.destroy waits for it).
     """
     control = socket.socket(fileno=control_fd)
     prepared = _prepared(bpf)
-    runs: dict[int, tuple[int, float]] = {}  # pidfd -> (pid, deadline)
+    runs: dict[int, tuple[int, float, int]] = {}  # pidfd -> (pid, deadline, placement fd)
     poller = select.poll()
     poller.register(control, select.POLLIN)
     while True:
         now = time.monotonic()
-        for pid, deadline in runs.values():
+        for pid, deadline, _ in runs.values():
             if now >= deadline:
                 _kill(pid)  # B and its namespace die with A (PR_SET_PDEATHSIG)
-        wait = min([deadline for _, deadline in runs.values()], default=now + 1) - now
+        wait = min([deadline for _, deadline, _ in runs.values()], default=now + 1) - now
         ready = {fd for fd, _ in poller.poll(max(0, min(1000, int(wait * 1000))) + 1)}
         _reap(runs, poller)
         if control.fileno() not in ready:
@@ -262,7 +264,7 @@ def serve(driver, control_fd, bpf, caps):
         fds = _received_fds(ancdata)
         if not message:
             # The host is gone: so are its runs.
-            for pid, _ in runs.values():
+            for pid, _, _ in runs.values():
                 _kill(pid)
             os._exit(0)
         request = _parse(message, fds)
@@ -281,21 +283,24 @@ def serve(driver, control_fd, bpf, caps):
         if pid == 0:
             try:
                 control.close()
+                # Nothing of the template's or of other runs (their pidfds, their placement
+                # sockets, which must reach EOF when their own runs end).
+                _close_fds_except(set(fds))
                 _start_run(driver, fds, sizes, prepared, caps)
             except BaseException as exc:
                 _complain(fds[2], exc)
             os._exit(126)
-        for fd in fds:
+        for fd in fds[:-1]:
             os.close(fd)
         pidfd = os.pidfd_open(pid)
-        runs[pidfd] = (pid, time.monotonic() + hard_s)
+        runs[pidfd] = (pid, time.monotonic() + hard_s, fds[-1])
         poller.register(pidfd, select.POLLIN)
 
 
 def _reap(runs, poller):
     """Reap every child that ended: the runs' A processes (woken by their pidfds) and what a
     dying run namespace leaves to its init's reaper (this process, PID 1)."""
-    by_pid = {pid: pidfd for pidfd, (pid, _) in runs.items()}
+    by_pid = {pid: pidfd for pidfd, (pid, _, _) in runs.items()}
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -305,9 +310,10 @@ def _reap(runs, poller):
             return
         pidfd = by_pid.pop(pid, None)
         if pidfd is not None:
-            del runs[pidfd]
+            place = runs.pop(pidfd)[2]
             poller.unregister(pidfd)
             os.close(pidfd)
+            os.close(place)  # the host's end reads EOF: A is reaped, nothing of the run is left
 
 
 def _kill(pid):

@@ -15,12 +15,17 @@ import pytest
 from executor import CancelToken, Limits, RunSpec, create_backend
 from executor.backends.bwrap.backend import BwrapBackend
 from executor.backends.bwrap.pool import Reaper
+from executor.backends.bwrap.zygote import Template
 from executor.errors import BackendUnavailable, InvalidSpec
 from executor.policy.mounts import CONTROL_DIR, Mount
+from tests.prerequisites import ROOTFS as ROOTFS_PATH
 
-ROOTFS = str(Path(__file__).resolve().parents[2] / "var" / "sandbox-rootfs")
+ROOTFS = str(ROOTFS_PATH)
 # A host uid no other test uses, so "no process left" can be checked exactly.
 HOST_UID = 64123
+# Another, for a backend closed while the module's `backend` (and its zygote template) lives.
+CLOSING_UID = 64124
+RECORDED_UIDS = (HOST_UID, CLOSING_UID)
 LIMITS = Limits(wall_time_s=5)
 
 
@@ -36,23 +41,40 @@ def processes_of(uid: int) -> list[int]:
     return found
 
 
-# Every cgroup folder a sandbox of this module's backends (host uid HOST_UID) was given. Other
-# suites in the same process (the web app's warm pool) have groups of their own.
+def leftovers(backend: BwrapBackend) -> list[int]:
+    """Processes of HOST_UID other than the backend's own zygote template (alive until
+    `close()`): what the runs left. A run's processes are never the template's: they are in
+    the run's own cgroups from before its program starts."""
+    template = backend.template_pids()  # first: a run's A that ends in between is in neither
+    return sorted(set(processes_of(HOST_UID)) - template)
+
+
+# Every cgroup folder a run of this module's backends (RECORDED_UIDS) was given: a bwrap
+# sandbox's (BwrapBackend._start) or a zygote run's (Template.spawn). Other suites in the same
+# process (the web app's warm pool) have groups of their own.
 _STARTED_CGROUPS: set[str] = set()
 
 
 @pytest.fixture(scope="module", autouse=True)
 def record_started_cgroups():
     start = BwrapBackend._start
+    fork = Template.spawn
 
     def recording_start(self, *args, **kwargs):
         sandbox = start(self, *args, **kwargs)
-        if self.host_uid == HOST_UID and sandbox.cgroup is not None:
+        if self.host_uid in RECORDED_UIDS and sandbox.cgroup is not None:
             _STARTED_CGROUPS.update(sandbox.cgroup.dirs.values())
         return sandbox
 
+    def recording_fork(self, *args, **kwargs):
+        run = fork(self, *args, **kwargs)
+        if kwargs["expected_uid"] in RECORDED_UIDS and run.cgroup is not None:
+            _STARTED_CGROUPS.update(run.cgroup.dirs.values())
+        return run
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(BwrapBackend, "_start", recording_start)
+        patch.setattr(Template, "spawn", recording_fork)
         yield
 
 
@@ -117,6 +139,16 @@ def pooled():
     backend.close()
 
 
+@pytest.fixture
+def pooled_without_zygote():
+    backend = create_backend(
+        "bwrap", rootfs=ROOTFS, host_uid=HOST_UID, warm_pool_size=2, zygote=False
+    )
+    assert backend.wait_warm(30)
+    yield backend
+    backend.close()
+
+
 def test_a_warm_run_uses_a_pooled_sandbox(pooled):
     result = pooled.run(RunSpec(code="print(1+1)"), limits=LIMITS)
     assert result.stdout == "2\n"
@@ -145,10 +177,22 @@ def test_a_pooled_sandbox_gets_the_run_env_but_never_the_host_env(pooled, monkey
     assert result.stdout == "t0k\nFalse\nFalse\n"
 
 
-def test_runs_that_do_not_fit_the_pool_start_cold(pooled):
-    result = pooled.run(RunSpec(code="print(3)"), limits=Limits(workdir_quota_mib=8))
-    assert result.stdout == "3\n"
-    assert pooled.stats == {"warm": 0, "cold": 1}
+WORKSPACE_MIB = "import os; s = os.statvfs('/workspace'); print(s.f_blocks * s.f_frsize >> 20)"
+
+
+def test_a_run_that_does_not_fit_the_pool_is_forked_for_its_own_limits(pooled):
+    result = pooled.run(RunSpec(code=WORKSPACE_MIB), limits=Limits(workdir_quota_mib=8))
+    assert result.stdout == "8\n"  # not one of the pool's runs: they have the pool's 64 MiB
+    assert pooled.zygote_runs == 1
+    assert pooled.stats == {"warm": 1, "cold": 0}  # a zygote run counts as warm
+
+
+def test_without_the_zygote_runs_that_do_not_fit_the_pool_start_cold(pooled_without_zygote):
+    backend = pooled_without_zygote
+    result = backend.run(RunSpec(code=WORKSPACE_MIB), limits=Limits(workdir_quota_mib=8))
+    assert result.stdout == "8\n"
+    assert backend.stats == {"warm": 0, "cold": 1}
+    assert backend.zygote_runs == 0
 
 
 def test_closing_the_pool_leaves_no_process_or_cgroup():
@@ -172,7 +216,7 @@ def test_a_double_forked_daemon_is_gone_when_the_run_returns(backend):
     result = backend.run(RunSpec(code=code), limits=LIMITS)
     assert result.stdout == "parent done\n"
     assert backend.wait_idle(30)
-    assert processes_of(HOST_UID) == []
+    assert leftovers(backend) == []
     assert our_cgroups() == []
 
 
@@ -183,7 +227,7 @@ def test_a_timeout_kills_a_sigterm_ignoring_process_tree(backend):
     assert result.signal == 9
     assert result.stdout == "started\n"
     assert backend.wait_idle(30)
-    assert processes_of(HOST_UID) == []
+    assert leftovers(backend) == []
     assert our_cgroups() == []
 
 
@@ -207,16 +251,16 @@ def test_cancel_from_another_thread_stops_the_run_and_cleans_up(backend):
     assert not result.timed_out
     assert result.stdout == "go\n"
     assert backend.wait_idle(30)
-    assert processes_of(HOST_UID) == []
+    assert leftovers(backend) == []
 
 
 def test_close_waits_for_the_teardown_of_a_run_that_just_returned():
-    backend = create_backend("bwrap", rootfs=ROOTFS, host_uid=HOST_UID)
+    backend = create_backend("bwrap", rootfs=ROOTFS, host_uid=CLOSING_UID)
     code = "import os, time\nif os.fork() == 0:\n    time.sleep(1000)\nprint('left a child')\n"
     result = backend.run(RunSpec(code=code), limits=LIMITS)
     backend.close()
     assert result.stdout == "left a child\n"
-    assert processes_of(HOST_UID) == []
+    assert processes_of(CLOSING_UID) == []  # closed: its zygote template is gone too
     assert our_cgroups() == []
 
 
@@ -364,7 +408,7 @@ def test_a_refused_mount_starts_no_sandbox(backend, shared):
         backend.run(RunSpec(code="print(1)"), limits=LIMITS, mounts=[Mount(shared, "/etc")])
     assert backend.stats == stats
     assert backend.wait_idle(30)  # earlier tests' sandboxes; this one started none
-    assert processes_of(HOST_UID) == []
+    assert leftovers(backend) == []
     assert our_cgroups() == []
 
 

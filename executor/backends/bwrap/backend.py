@@ -73,7 +73,7 @@ class BwrapBackend:
         use_cgroups: bool = True,
         term_grace_s: float = 0.5,
         pool_max_idle_s: float = 300.0,
-        zygote: bool = False,
+        zygote: bool = True,
     ) -> None:
         self.rootfs = os.path.abspath(rootfs)
         self.host_uid = host_uid if os.geteuid() == 0 else None
@@ -167,6 +167,11 @@ class BwrapBackend:
         """Block until every used sandbox is torn down (processes, cgroups, mounts gone);
         False if `timeout_s` passed first. Tests check for leftovers after this."""
         return self._reaper.wait_idle(timeout_s)
+
+    def template_pids(self) -> set[int]:
+        """The zygote template's processes (none without the zygote): the backend's own,
+        alive until `close()`, never a run's. Leak checks leave them out."""
+        return self._zygote.template_pids() if self._zygote is not None else set()
 
     def close(self) -> None:
         """Stop the warm pool and the zygote, and wait until every sandbox of this backend is

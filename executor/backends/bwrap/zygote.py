@@ -59,6 +59,8 @@ TEMPLATE_RETIRE_S = 600.0
 MAX_FAILURES = 3
 # How long a run's first process may take to ask for its cgroups.
 PLACE_TIMEOUT_S = 10.0
+# How long a destroyed run's A may take to end and be reaped by the template.
+REAPED_TIMEOUT_S = 5.0
 TEMPLATE_CGROUP_PREFIX = "undoable-zygote-"
 _counter = itertools.count()
 
@@ -128,9 +130,11 @@ class ZygoteRun(Sandbox):
         job_w: int,
         status_r: int,
         cgroup: SandboxCgroup,
+        place: socket.socket,
         on_destroyed: Callable[[], None],
     ) -> None:
         self.proc = cast(subprocess.Popen[bytes], pipes)
+        self._place = place
         self._on_destroyed = on_destroyed
         self._pipes = pipes
         self.job_w = job_w
@@ -156,7 +160,8 @@ class ZygoteRun(Sandbox):
         self._run_cgroup.kill_all()
 
     def destroy(self, *, exiting: bool = False) -> None:
-        """Kill what is left of the run, close our ends and remove its cgroups."""
+        """Kill what is left of the run, close our ends, remove its cgroups and wait until
+        the template has reaped the run's A: then no process of the run is left."""
         if self._destroyed:
             return
         self._destroyed = True
@@ -166,6 +171,11 @@ class ZygoteRun(Sandbox):
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._run_cgroup.remove()
+        with contextlib.suppress(OSError):
+            self._place.shutdown(socket.SHUT_WR)  # a run never let go (not placed) ends now
+        if not _reaped(self._place, REAPED_TIMEOUT_S):
+            logger.warning("zygote run not reaped in time")
+        self._place.close()
         self._on_destroyed()
 
 
@@ -251,6 +261,12 @@ class Template:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def pids(self) -> set[int]:
+        """The template's processes: its sandbox (launcher, bwrap, the template) and the runs'
+        namespace-making processes (A), all in the template's cgroups; never a run's program,
+        which is placed in the run's own cgroups before it starts."""
+        return self.cgroup.pids() if self.cgroup is not None else set()
+
     def spawn(
         self,
         limits: Limits,
@@ -299,12 +315,11 @@ class Template:
         with self._lock:
             self._live += 1
         run = ZygoteRun(
-            _Pipes(ours[0], ours[1], ours[2]), ours[3], ours[4], cgroup, self._run_destroyed
+            _Pipes(ours[0], ours[1], ours[2]), ours[3], ours[4], cgroup, place, self._run_destroyed
         )
         try:
-            with place:
-                _place(cgroup, _placement_request(place, expected_uid))
-                place.send(b"go")
+            _place(cgroup, _placement_request(place, expected_uid))
+            place.send(b"go")
         except BaseException as exc:
             detail = _complaint(ours[2])
             run.destroy()
@@ -373,6 +388,19 @@ def _placement_request(place: socket.socket, expected_uid: int) -> int:
     if uid != expected_uid or pid <= 0 or _nspid(pid)[-1:] != ["1"]:
         raise ZygoteUnavailable(f"unexpected placement request from pid {pid} uid {uid}")
     return pid
+
+
+def _reaped(place: socket.socket, timeout_s: float) -> bool:
+    """Wait for EOF on a run's placement socket: the run's B has closed its end (or died) and
+    the template, which keeps its copy until it has reaped the run's A, has closed its own."""
+    deadline = time.monotonic() + timeout_s
+    while fdwait.wait_readable(place.fileno(), max(0.0, deadline - time.monotonic())):
+        try:
+            if not place.recv(16):
+                return True
+        except OSError:
+            return True
+    return False
 
 
 def _template_cgroup(parents: dict[str, str]) -> SandboxCgroup:
@@ -524,6 +552,12 @@ class Zygote:
     def _back_off(self) -> None:
         self._restarts += 1
         self._retry_at = time.monotonic() + min(30.0, 0.1 * 2**self._restarts)
+
+    def template_pids(self) -> set[int]:
+        """The current template's processes (Template.pids), alive until `close()`."""
+        with self._lock:
+            template = self._template
+        return template.pids() if template is not None else set()
 
     def close(self) -> None:
         with self._lock:

@@ -21,8 +21,9 @@ from executor.backends.bwrap import zygote
 from executor.backends.bwrap.backend import BwrapBackend
 from executor.errors import SandboxFailed
 from executor.policy.mounts import Mount
+from tests.prerequisites import ROOTFS as ROOTFS_PATH
 
-ROOTFS = str(Path(__file__).resolve().parents[2] / "var" / "sandbox-rootfs")
+ROOTFS = str(ROOTFS_PATH)
 # A host uid no other test uses.
 HOST_UID = 64125
 CLOSE_UID = 64126

@@ -108,7 +108,7 @@ RUN apt-get update -qq \
 COPY --from=sandbox / /app/sandbox-rootfs
 COPY --from=launcher /src/undoable-launch /app/executor/launcher/undoable-launch
 # Executable in git; the classic builder keeps the mode.
-COPY docker/app-entrypoint.sh /usr/local/bin/undoable-entrypoint
+COPY docker-entrypoint.sh /usr/local/bin/undoable-entrypoint
 ENV EXECUTOR_BACKEND=bwrap EXECUTOR_ROOTFS=/app/sandbox-rootfs HOME=/app
 # Starts as root only to unmask /proc, then runs the command as uid 10001 with no capabilities.
 ENTRYPOINT ["undoable-entrypoint"]

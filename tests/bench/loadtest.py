@@ -12,8 +12,9 @@ both at concurrency 16; then
 Prints throughput and p50/p99 of each phase, then the counts that must be zero: lost runs (no
 final status or "Worker lost"/"Never started"), runs stuck in a non-final state after the load,
 and leaked sandboxes (this topology's bwrap processes still alive after web and workers
-stopped). Exits 1 if any of the three is not zero, a request failed, or the
-fairness target was missed. LOAD_SKIP_FIRST=1 runs only the fairness phase (for trying it).
+stopped). Exits 1 if any of the three is not zero or a request failed; the fairness ratio is a
+figure against a target, printed with "met" or "MISSED", not asserted (the standards: speed is
+measured, never a timed assertion). LOAD_SKIP_FIRST=1 runs only the fairness phase.
 """
 
 from __future__ import annotations

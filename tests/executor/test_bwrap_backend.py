@@ -18,6 +18,7 @@ from executor.backends.bwrap.pool import Reaper
 from executor.backends.bwrap.zygote import Template
 from executor.errors import BackendUnavailable, InvalidSpec
 from executor.policy.mounts import CONTROL_DIR, Mount
+from tests.executor.host_processes import processes_of
 from tests.prerequisites import ROOTFS as ROOTFS_PATH
 
 ROOTFS = str(ROOTFS_PATH)
@@ -27,18 +28,6 @@ HOST_UID = 64123
 CLOSING_UID = 64124
 RECORDED_UIDS = (HOST_UID, CLOSING_UID)
 LIMITS = Limits(wall_time_s=5)
-
-
-def processes_of(uid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    found.append(int(entry))
-            except FileNotFoundError:
-                continue
-    return found
 
 
 def leftovers(backend: BwrapBackend) -> list[int]:

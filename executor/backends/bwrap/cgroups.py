@@ -7,6 +7,7 @@ an OOM kill), the task count and the CPU share; rlimits stay on as a second line
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -191,20 +192,19 @@ class SandboxCgroup:
         return True
 
 
-def remove_stale(parents: dict[str, str]) -> None:
-    """Remove empty groups left by a process of ours that died without cleaning up."""
+def remove_stale(parents: dict[str, str], prefix: str = "undoable-") -> None:
+    """Remove empty groups named `<prefix><pid>-<n>` left by a process of ours that died without
+    cleaning up (a live process's are never touched; rmdir refuses a group still in use)."""
     for parent in parents.values():
         try:
             names = os.listdir(parent)
         except OSError:
             continue
         for name in names:
-            parts = name.split("-")
-            if len(parts) != 3 or parts[0] != "undoable" or not parts[1].isdigit():
+            owner, _, serial = name.removeprefix(prefix).partition("-")
+            if not name.startswith(prefix) or not owner.isdigit() or not serial.isdigit():
                 continue
-            if int(parts[1]) == os.getpid() or os.path.exists(f"/proc/{parts[1]}"):
+            if int(owner) == os.getpid() or os.path.exists(f"/proc/{owner}"):
                 continue
-            try:
+            with contextlib.suppress(OSError):
                 os.rmdir(os.path.join(parent, name))
-            except OSError:
-                continue

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import cast
 
 from executor.backends.bwrap import fdwait
-from executor.backends.bwrap.cgroups import SandboxCgroup
+from executor.backends.bwrap.cgroups import SandboxCgroup, remove_stale
 from executor.backends.bwrap.pool import Sandbox
 from executor.errors import SandboxFailed
 from executor.limits import Limits
@@ -418,23 +418,6 @@ def _template_cgroup(parents: dict[str, str]) -> SandboxCgroup:
     return SandboxCgroup(dirs)
 
 
-def remove_stale_template_cgroups(parents: dict[str, str]) -> None:
-    """Remove the empty template groups of processes of ours that died without cleaning up."""
-    for parent in parents.values():
-        try:
-            names = os.listdir(parent)
-        except OSError:
-            continue
-        for name in names:
-            if not name.startswith(TEMPLATE_CGROUP_PREFIX):
-                continue
-            owner = name.removeprefix(TEMPLATE_CGROUP_PREFIX).split("-")[0]
-            if not owner.isdigit() or os.path.exists(f"/proc/{owner}"):
-                continue
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.join(parent, name))
-
-
 def _place(cgroup: SandboxCgroup, pid: int) -> None:
     """Move the run's first process into the run's cgroups; check they hold it and only it."""
     for procs in cgroup.procs_files:
@@ -478,7 +461,7 @@ class Zygote:
         self._host_uid = host_uid
         self._cgroup_parents = cgroup_parents
         self._expected_uid = host_uid if host_uid is not None else os.getuid()
-        remove_stale_template_cgroups(cgroup_parents)
+        remove_stale(cgroup_parents, prefix=TEMPLATE_CGROUP_PREFIX)
         self._lock = threading.Lock()
         self._template: Template | None = None
         self._retry_at = 0.0

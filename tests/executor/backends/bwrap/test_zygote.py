@@ -21,6 +21,7 @@ from executor.backends.bwrap import zygote
 from executor.backends.bwrap.backend import BwrapBackend
 from executor.errors import SandboxFailed
 from executor.policy.mounts import Mount
+from tests.executor.host_processes import processes_of
 from tests.prerequisites import ROOTFS as ROOTFS_PATH
 
 ROOTFS = str(ROOTFS_PATH)
@@ -255,7 +256,7 @@ def test_an_old_template_is_retired_once_its_runs_are_done():
         assert hashes[0] != hashes[1]
     finally:
         built.close()
-    assert _processes_of(CLOSE_UID) == []
+    assert processes_of(CLOSE_UID) == []
 
 
 def test_runs_with_mounts_fall_back_to_a_sandbox(backend):
@@ -360,16 +361,4 @@ def test_nothing_of_the_zygote_outlives_close():
     built.close()
     assert template.proc.poll() is not None
     assert template.cgroup is not None and template.cgroup.dirs == {}
-    assert _processes_of(CLOSE_UID) == []
-
-
-def _processes_of(uid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    found.append(int(entry))
-            except FileNotFoundError:
-                continue
-    return found
+    assert processes_of(CLOSE_UID) == []

@@ -14,7 +14,8 @@ alike, and measures per runner:
 - a slice of HumanEval's 164 canonical programs (prompt + solution + test + `check()`), one
   fresh sandbox each, 4 at a time; the slices' wall times add up to the whole set's.
 At the end, memory per idle sandbox: the proportional set size (PSS) of the processes of 4
-idle ones, and for containers the Docker API's memory usage. The floor is the bare
+idle ones (Undoable's warm pool: its sandboxes, with the zygote template's share), and for
+containers the Docker API's memory usage. The floor is the bare
 interpreter of bench_executor.py, measured as a runner of its own in every round.
 """
 
@@ -66,6 +67,9 @@ class Runner:
     before_each: Callable[[], None] = lambda: None  # untimed: a warm pool's refill
     humaneval: bool = True  # False where a sandbox is not fresh per program
     idle: Callable[[], AbstractContextManager[list[int] | str]] | None = None
+    # How many idle sandboxes `idle` holds, when its processes do not say (a zygote's warm runs
+    # all descend from its one template).
+    idle_count: int | None = None
     close: Callable[[], None] = lambda: None
     latency_s: list[float] = field(default_factory=list)
     rates: list[float] = field(default_factory=list)
@@ -96,6 +100,7 @@ def undoable_runner(mode_name: str, label: str) -> Runner:
         run,
         before_each=lambda: backend.wait_warm(WARM_WAIT_S),
         idle=lambda: undoable_idle(backend),
+        idle_count=mode.options.get("warm_pool_size") or None,
         close=backend.close,
     )
 
@@ -332,7 +337,8 @@ def idle_memory(runner: Runner) -> str:
             pss = pss_kib(container_pids(held))  # type: ignore[arg-type]
             usage = docker_usage_kib(held)  # type: ignore[arg-type]
             return f"{pss / count / 1024:.1f} MiB PSS, {usage / count / 1024:.1f} MiB cgroup"
-        sandboxes = len(set(children().get(os.getpid(), [])) & set(held))  # one child each
+        # Without a count, one child of this process per sandbox.
+        sandboxes = runner.idle_count or len(set(children().get(os.getpid(), [])) & set(held))
         return f"{pss_kib(held) / sandboxes / 1024:.1f} MiB PSS"  # type: ignore[arg-type]
 
 

@@ -272,7 +272,7 @@ AGENTS_MAX_CONCURRENT_PER_TOKEN = env_int("AGENTS_MAX_CONCURRENT_PER_TOKEN", 16,
 AGENTS_MAX_WAITING_PER_TOKEN = env_int("AGENTS_MAX_WAITING_PER_TOKEN", 8, minimum=0)
 AGENTS_SLOT_WAIT_S = env_float("AGENTS_SLOT_WAIT_S", 5.0, minimum=0)
 # Agent runs this machine admits at once, shared fairly between users (webapp/agents/fairshare.py;
-# 0: 4 per CPU core). Past a user's share it waits up to AGENTS_SLOT_WAIT_S, if fewer than
+# 0: 2 per CPU core). Past a user's share it waits up to AGENTS_SLOT_WAIT_S, if fewer than
 # AGENTS_MAX_WAITING_PER_USER of its runs wait.
 AGENTS_MAX_RUNS_PER_HOST = env_int("AGENTS_MAX_RUNS_PER_HOST", 0, minimum=0)
 AGENTS_MAX_WAITING_PER_USER = env_int("AGENTS_MAX_WAITING_PER_USER", 16, minimum=0)

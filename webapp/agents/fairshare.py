@@ -35,9 +35,11 @@ from typing import Protocol
 from webapp.agents import conf
 from webapp.agents.ratelimit import QuotaExceeded
 
-# Runs per CPU core when AGENTS_MAX_RUNS_PER_HOST is 0: a stateless run spends most of its
-# time on a CPU (the interpreter's start), and throughput stops growing past this many.
-RUNS_PER_CORE = 4
+# Runs per CPU core when AGENTS_MAX_RUNS_PER_HOST is 0. A stateless run is mostly CPU (a fork
+# of the zygote, the program, the server's own work), so throughput stops growing past this
+# many, and every admitted run more only slows the others: a user let in beside a flood of
+# admitted runs shares the CPU with all of them (docs/benchmarks.md, issue 14).
+RUNS_PER_CORE = 2
 
 
 class ShareExceeded(QuotaExceeded):

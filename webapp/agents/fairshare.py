@@ -201,7 +201,7 @@ class RefusedRecently:
     Retry-After instead of as many as it can ask for. The random part keeps the flood's
     connections from coming back in step: answered at the same instant, they would all send
     again at once, and parsing those requests back to back delays every other request of this
-    process by as much (64 connections: ~170 ms once a second). Per process, so it needs no
+    process by as much (docs/benchmarks.md, issue 14). Per process, so it needs no
     coordination; another process refuses through the admission itself.
     """
 

@@ -1,10 +1,10 @@
 """A refused user's next runs, answered before Django (issue 14: a flood that ignores Retry-After).
 
 A user refused admission is noted by fairshare.refused_recently until its Retry-After has
-passed; within_quota then holds the next request's answer until that time. Such a request still
-went through Django first: the ASGI handler, the bearer token's lookup on a thread, the body's
-parse and validation, about 2-3 ms of a web process's CPU for every request of a flood that
-ignores Retry-After, on the cores the well-behaved users' runs need.
+passed; within_quota then holds the answer to its next run request and refuses it again. Such a
+request still went through Django first: the ASGI handler, the bearer token's lookup on a
+thread, the body's parse and validation, all CPU of the web process, for every request of a
+flood that ignores Retry-After, on the cores the well-behaved users' runs need.
 
 Here the ASGI app looks at a run request's bearer token before Django does. A token this process
 authenticated (noted by webapp.agents.auth, by digest) whose user is refused right now gets the

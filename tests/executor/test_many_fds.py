@@ -27,19 +27,34 @@ ROOTFS = Path(__file__).resolve().parents[2] / "var" / "sandbox-rootfs"
 HELD_PAIRS = 550  # 1,100 descriptors: whatever this process opens next is numbered past 1024
 
 
+def fill_fds_below_1025() -> list[int]:
+    """Hold every free descriptor numbered 1024 or lower, so the next one opened is past it. A
+    backend closed by an earlier test (its zygote template's sockets) can free low numbers after
+    the fixture ran; a test about select() refills them right before the wait it tests."""
+    held = []
+    while (fd := os.dup(0)) <= 1024:
+        held.append(fd)
+    os.close(fd)
+    return held
+
+
 @pytest.fixture
-def high_fds() -> Iterator[None]:
-    """Raise the soft RLIMIT_NOFILE, then hold enough sockets that new fds land above 1024."""
+def high_fds() -> Iterator[list[int]]:
+    """Raise the soft RLIMIT_NOFILE, then hold enough descriptors that new fds land above 1024;
+    yields the list of held ones (a test may add to it)."""
     before = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (4096, max(before[1], 4096)))
     held = [socket.socketpair() for _ in range(HELD_PAIRS)]
+    extra = fill_fds_below_1025()
     probe = os.dup(0)
     os.close(probe)
     assert probe > 1024
-    yield
+    yield extra
     for a, b in held:
         a.close()
         b.close()
+    for fd in extra:
+        os.close(fd)
     resource.setrlimit(resource.RLIMIT_NOFILE, before)
 
 
@@ -107,10 +122,12 @@ def test_sabotage_a_select_wait_fails_past_1024_and_the_sandbox_is_still_destroy
 ):
     monkeypatch.setattr(fdwait, "wait_readable", select_wait)
     backend = BwrapBackend(str(ROOTFS))
+    high_fds.extend(fill_fds_below_1025())
     sandbox = start_pooled_sandbox(backend)
     with pytest.raises(ValueError, match=r"filedescriptor out of range in select\(\)"):
         sandbox.wait_ready(10.0)
     backend.close()
     assert sandbox.proc.returncode is not None
+    high_fds.extend(fill_fds_below_1025())  # what the backend's close freed
     with pytest.raises(ValueError, match=r"filedescriptor out of range in select\(\)"):
         manager.create()

@@ -22,7 +22,6 @@ and its p50 within 2x.
 from __future__ import annotations
 
 import http.client
-import json
 import os
 import socket
 import statistics
@@ -39,6 +38,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run as a plain script from anywhere
 
+from tests.bench.bench_api import exec_once, floor_ms  # noqa: E402
 from tests.bench.compose_stack import ComposeStack  # noqa: E402
 from tests.local_servers import free_port  # noqa: E402
 
@@ -47,8 +47,6 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SERIAL_RUNS = int(os.environ.get("BENCH_SERIAL_RUNS", "100"))
 PARALLEL_RUNS = int(os.environ.get("BENCH_PARALLEL_RUNS", "400"))
 CONCURRENCY = 8
-BODY = json.dumps({"code": "print(1+1)"}).encode()
-FLOOR = ["/usr/bin/python3", "-I", "-S", "-c", "print(1+1)"]
 
 
 @dataclass
@@ -121,18 +119,6 @@ def connect(url: str) -> http.client.HTTPConnection:
     return http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
 
 
-def exec_once(conn: http.client.HTTPConnection, token: str) -> float:
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    start = time.perf_counter()
-    conn.request("POST", "/api/v1/exec", body=BODY, headers=headers)
-    response = conn.getresponse()
-    text = response.read()
-    elapsed = time.perf_counter() - start
-    if response.status != 200 or text != b"2\n":
-        raise SystemExit(f"unexpected answer {response.status}: {text[:200]!r}")
-    return elapsed
-
-
 def sequential(target: Target) -> None:
     conn = connect(target.url)
     target.serial.append([exec_once(conn, target.token) for _ in range(SERIAL_RUNS)])
@@ -170,15 +156,6 @@ def concurrent(target: Target) -> None:
 def p(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
-
-
-def floor_ms() -> float:
-    samples = []
-    for _ in range(20):
-        start = time.perf_counter()
-        subprocess.run(FLOOR, capture_output=True, check=True)
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1000
 
 
 def start_embedded(

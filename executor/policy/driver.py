@@ -61,7 +61,13 @@ def _report_exception(exc):
         sys.__excepthook__(type(exc), exc, exc.__traceback__)
 
 
-def _run_python(job):
+def _prepare():
+    """What every job needs, done while the sandbox waits for one. A forked process pays a
+    page copy for each page it first writes to; here those copies happen before the job, not
+    while someone waits for its result (docs/zygote.md has the figures)."""
+    os.environ.clear()
+    os.umask(0o022)
+    os.chdir(WORKDIR)
     # Unbuffered like `python3 -u`, so output streams while the program runs.
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
     sys.stderr = io.TextIOWrapper(
@@ -72,6 +78,10 @@ def _run_python(job):
     sys.modules["__main__"] = main
     sys.argv = ["-c"]
     sys.path.insert(0, WORKDIR)
+    return main
+
+
+def _run_python(job, main):
     code = job["code"]
     status = 0
     try:
@@ -193,26 +203,24 @@ def _run_bash(job):
     os.execve("/bin/bash", ["bash", f"/proc/self/fd/{script}"], dict(os.environ))  # noqa: S606
 
 
-def _child(job, status_fd):
+def _child(job, status_fd, main):
     os.close(status_fd)
-    os.environ.clear()
     os.environ.update(job["env"])
-    os.umask(0o022)
-    os.chdir(WORKDIR)
     _write_files(job["files"])
     _apply_limits(job["rlimits"])
     if job["language"] == "bash":
         _run_bash(job)
-    _run_python(job)
+    _run_python(job, main)
 
 
 def _receive_and_run(job_fd, status_fd):
+    main = _prepare()
     os.write(status_fd, b"ready\n")
     size = int.from_bytes(_read_exact(job_fd, 8), "big")
     # The job comes from the host through a pipe only it holds: trusted input.
     job = marshal.loads(_read_exact(job_fd, size))  # noqa: S302
     os.close(job_fd)
-    _child(job, status_fd)
+    _child(job, status_fd, main)
 
 
 def main(job_fd, status_fd, max_images=0, max_image_bytes=0):

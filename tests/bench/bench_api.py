@@ -1,10 +1,10 @@
 """HTTP round trip of POST /api/v1/exec for print(1+1) against a real server process.
 
-Starts the ASGI app under a real server on 127.0.0.1 (daphne by default, BENCH_SERVER=uvicorn
-to compare) with its own SQLite database, creates a user and token through manage.py, warms
-the sandbox pool, then prints p50/p99 at concurrency 1 and runs/s at concurrency 8, beside the
-floor: the bare interpreter (`/usr/bin/python3 -I -S`, no sandbox, no HTTP) and the ratio.
-Targets (issue 5): p50 < 15 ms, p99 < 60 ms, >= 60 runs/s.
+Starts the ASGI app under a real server on 127.0.0.1 (`python -m webapp.serve`, as `make run`
+does; BENCH_SERVER=uvicorn to compare) with its own SQLite database, creates a user and token
+through manage.py, warms the sandbox pool, then prints p50/p99 at concurrency 1 and runs/s at
+concurrency 8, beside the floor: the bare interpreter (`/usr/bin/python3 -I -S`, no sandbox,
+no HTTP) and the ratio. Targets (issue 5): p50 < 15 ms, p99 < 60 ms, >= 60 runs/s.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +29,8 @@ sys.path.insert(0, str(ROOT))  # run as a plain script from anywhere
 from tests.local_servers import free_port  # noqa: E402
 
 PY = sys.executable
+# The project's interpreter, also when a bench of its own venv (bench_peers.py) serves the app.
+SERVER_PY = str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv").is_dir() else PY
 SERIAL_RUNS = int(os.environ.get("BENCH_SERIAL_RUNS", "300"))
 # Back to back, every request takes a sandbox and the next one must be started: on 2 cores that
 # start (~30 ms of CPU) is what bounds the figures. Paced, the pool is full for each request.
@@ -41,7 +45,7 @@ FLOOR = ["/usr/bin/python3", "-I", "-S", "-c", "print(1+1)"]
 
 def manage(env: dict[str, str], *args: str) -> str:
     done = subprocess.run(
-        [PY, "manage.py", *args],
+        [SERVER_PY, "manage.py", *args],
         cwd=ROOT,
         env=env,
         check=True,
@@ -56,7 +60,7 @@ def start_server(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
     kind = os.environ.get("BENCH_SERVER", "daphne")
     if kind == "uvicorn":
         argv = [
-            PY,
+            SERVER_PY,
             "-m",
             "uvicorn",
             "webapp.asgi:application",
@@ -69,7 +73,7 @@ def start_server(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
             "--no-access-log",
         ]
     else:
-        argv = [PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"]
+        argv = [SERVER_PY, "-m", "webapp.serve", "-b", "127.0.0.1", "-p", str(port)]
     proc = subprocess.Popen(
         argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -133,7 +137,10 @@ def parallel(port: int, token: str) -> float:
     return per_thread * CONCURRENCY / (time.perf_counter() - start)
 
 
-def main() -> None:
+@contextmanager
+def served() -> Iterator[tuple[int, str]]:
+    """The app served on 127.0.0.1 with a database of its own and one user's token: (port,
+    token). The server is stopped on exit."""
     var = tempfile.mkdtemp(prefix="undoable-bench-")
     env = {
         **os.environ,
@@ -150,6 +157,14 @@ def main() -> None:
     port = free_port()
     server = start_server(env, port)
     try:
+        yield port, token
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def main() -> None:
+    with served() as (port, token):
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         for _ in range(20):  # configures the executor and fills the warm pool
             exec_once(conn, token)
@@ -162,9 +177,6 @@ def main() -> None:
             paced.append(exec_once(conn, token))
         conn.close()
         rate = parallel(port, token)
-    finally:
-        server.terminate()
-        server.wait(10)
     floor = floor_ms()
     p50, p99 = percentile(serial, 0.5) * 1000, percentile(serial, 0.99) * 1000
     server_kind = os.environ.get("BENCH_SERVER", "daphne")

@@ -13,16 +13,19 @@ alike, and measures per runner:
 - runs/s of `print(1+1)` from 8 threads for a fixed time (min-max over the rounds);
 - a slice of HumanEval's 164 canonical programs (prompt + solution + test + `check()`), one
   fresh sandbox each, 4 at a time; the slices' wall times add up to the whole set's.
-At the end, memory per idle sandbox: the proportional set size (PSS) of the processes of 4
-idle ones (Undoable's warm pool: its sandboxes, with the zygote template's share), and for
-containers the Docker API's memory usage. The floor is the bare
-interpreter of bench_executor.py, measured as a runner of its own in every round.
+One runner goes through Undoable's embedded server (`POST /api/v1/exec`, bench_api.served), to
+put the HTTP path beside the bare interpreter too. At the end, memory per idle sandbox: the
+proportional set size (PSS) of the processes of 4 idle ones (Undoable's warm pool: its
+sandboxes, with the zygote template's share), and for containers the Docker API's memory usage.
+The floor is the bare interpreter of bench_executor.py, measured as a runner of its own in every
+round.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import http.client
 import json
 import os
 import platform
@@ -48,6 +51,7 @@ from llm_sandbox.pool import PoolConfig, create_pool_manager  # noqa: E402
 
 import executor  # noqa: E402
 from executor.spec import RunSpec  # noqa: E402
+from tests.bench.bench_api import served  # noqa: E402
 from tests.bench.bench_executor import FLOOR, WARM_WAIT_S, modes  # noqa: E402
 
 PEER_IMAGE = os.environ.get("BENCH_PEER_IMAGE", "undoable-bench-peers:latest")
@@ -102,6 +106,38 @@ def undoable_runner(mode_name: str, label: str) -> Runner:
         idle=lambda: undoable_idle(backend),
         idle_count=mode.options.get("warm_pool_size") or None,
         close=backend.close,
+    )
+
+
+def http_runner() -> Runner:
+    """Undoable's embedded server (`make run`'s, bench settings): each program one
+    `POST /api/v1/exec`, on a keep-alive connection per thread."""
+    stack = ExitStack()
+    port, token = stack.enter_context(served())
+    local = threading.local()
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json",
+        "Content-Type": "application/json",
+    }
+
+    def run(code: str) -> tuple[bool, str]:
+        if not hasattr(local, "conn"):
+            local.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        local.conn.request("POST", "/api/v1/exec", json.dumps({"code": code}), headers)
+        response = local.conn.getresponse()
+        body = response.read()
+        if response.status != 200:
+            return False, body.decode(errors="replace")
+        result = json.loads(body)
+        return result["exit_code"] == 0, result["stdout"]
+
+    return Runner(
+        "Undoable bwrap through HTTP (embedded server)",
+        run,
+        before_each=lambda: time.sleep(0.05),  # the server's warm pool refills meanwhile
+        idle=lambda: nullcontext("as the bwrap row"),
+        close=stack.close,
     )
 
 
@@ -221,6 +257,7 @@ def runners(wanted: set[str]) -> list[Runner]:
     makers: list[tuple[str, Callable[[], Runner]]] = [
         ("floor", lambda: Runner("bare interpreter (no isolation)", floor_run, idle=floor_idle)),
         ("bwrap", lambda: undoable_runner("bwrap-warm", "Undoable bwrap (warm pool)")),
+        ("http", http_runner),
         ("docker", lambda: undoable_runner("docker-warm", "Undoable Docker (warm pool)")),
         (
             "llm-bwrap",

@@ -147,17 +147,20 @@ class BwrapBackend:
             return self._run_cold(spec, limits, on_output, cancel, mounts)
         pool = self._pool
         sandbox = pool.take() if pool is not None and self._pool_fits(limits) else None
-        if sandbox is None and self._zygote is not None:
+        if sandbox is not None:
+            assert pool is not None
+            try:
+                return self._execute_warm(sandbox, spec, limits, on_output, cancel)
+            finally:
+                pool.done()
+        if self._zygote is not None:
             if cancel is not None and cancel.cancelled:
                 return _cancelled_before_start()
             sandbox = self._zygote.spawn(limits, wall_s=limits.wall_time_s + self.term_grace_s)
         if sandbox is None:
             self.stats["cold"] += 1
             return self._run_cold(spec, limits, on_output, cancel)
-        self.stats["warm"] += 1
-        if isinstance(sandbox, ZygoteRun):
-            self.zygote_runs += 1
-        return self._execute(sandbox, spec, limits, on_output, cancel)
+        return self._execute_warm(sandbox, spec, limits, on_output, cancel)
 
     def wait_warm(self, timeout_s: float = 30.0) -> bool:
         """Block until the warm pool is full (benchmarks and tests warm up with this)."""
@@ -234,6 +237,19 @@ class BwrapBackend:
         if cancel is not None and cancel.cancelled:
             return _cancelled_before_start()
         sandbox = self._start(limits, limits.wall_time_s + self.term_grace_s, mounts)
+        return self._execute(sandbox, spec, limits, on_output, cancel)
+
+    def _execute_warm(
+        self,
+        sandbox: Sandbox,
+        spec: RunSpec,
+        limits: Limits,
+        on_output: OutputCallback | None,
+        cancel: CancelToken | None,
+    ) -> RunResult:
+        self.stats["warm"] += 1
+        if isinstance(sandbox, ZygoteRun):
+            self.zygote_runs += 1
         return self._execute(sandbox, spec, limits, on_output, cancel)
 
     def _execute(

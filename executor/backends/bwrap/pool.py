@@ -34,6 +34,10 @@ logger = logging.getLogger(__name__)
 _EXIT_GRACE_S = 1.0
 # Teardowns queued at most; past that a run tears its sandbox down itself (backpressure).
 REAPER_MAX_PENDING = 32
+# While a run taken from the pool is in flight and the pool still holds a sandbox, its refill
+# waits (at most this long): starting a sandbox takes CPU the running program and the reply to
+# its caller are waiting for (docs/benchmarks.md).
+REFILL_DEFER_S = 0.02
 
 
 class Sandbox:
@@ -186,17 +190,27 @@ class WarmPool:
         self._size = size
         self._max_idle_s = max_idle_s
         self._ready: collections.deque[Sandbox] = collections.deque()
+        self._in_flight = 0  # taken and not yet given back with `done()`
         self._cond = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(target=self._refill, name="bwrap-warm-pool", daemon=True)
         self._thread.start()
 
     def take(self) -> Sandbox | None:
-        """A ready sandbox, or None when the pool is empty right now (caller starts one cold)."""
+        """A ready sandbox, or None when the pool is empty right now (caller starts one cold).
+        The caller calls `done()` once the run in it has its result."""
         with self._cond:
             sandbox = self._ready.popleft() if self._ready else None
+            if sandbox is not None:
+                self._in_flight += 1
             self._cond.notify_all()
         return sandbox
+
+    def done(self) -> None:
+        """A run in a sandbox from `take()` has its result."""
+        with self._cond:
+            self._in_flight -= 1
+            self._cond.notify_all()
 
     def wait_full(self, timeout_s: float) -> bool:
         """Block until the pool holds `size` sandboxes (warm-up before benchmarks)."""
@@ -215,10 +229,14 @@ class WarmPool:
                 self._cond.wait_for(lambda: self._closed or len(self._ready) < self._size, 5.0)
                 if self._closed:
                     return
+                self._cond.wait_for(
+                    lambda: self._closed or not self._in_flight or not self._ready,
+                    REFILL_DEFER_S,
+                )
                 stale = [s for s in self._ready if self._expired(s)]
                 for sandbox in stale:
                     self._ready.remove(sandbox)
-                need = len(self._ready) < self._size
+                need = not self._closed and len(self._ready) < self._size
             for sandbox in stale:
                 sandbox.destroy()
             if not need:

@@ -197,3 +197,37 @@ def test_sabotage_with_no_limits_and_1024_files_idle_connections_starve_exec(
     # How it fails depends on where the server runs out of descriptors (a 500, a reset, a
     # hang); that it is not served is the breach.
     assert exec_status not in {200, 201}, exec_status
+
+
+FORM_POST_SCRIPT = """
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.web import http
+from webapp.serve import HeadDeadlineChannel
+
+channel = HeadDeadlineChannel(None, None)
+channel.callLater = Clock().callLater  # Twisted's request timeout, never run here
+channel.requestFactory = http.Request  # what daphne does with its WebRequest
+channel.makeConnection(StringTransport())
+channel.dataReceived(
+    b"POST /x HTTP/1.1\\r\\nHost: a\\r\\nContent-Type: application/x-www-form-urlencoded\\r\\n"
+    b"Content-Length: 3\\r\\n\\r\\na=1"
+)
+request = channel.requests[0]
+print(repr((request.method, request.content.read(), request.args)))
+"""
+
+
+def test_twisted_leaves_a_form_body_to_django():
+    """Django parses request bodies; Twisted's own parse (into request.args) is switched off on
+    the requests daphne has the channel make. In a process of its own: importing webapp.serve
+    installs Twisted's asyncio reactor."""
+    done = subprocess.run(
+        [sys.executable, "-c", FORM_POST_SCRIPT],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert done.stdout.strip() == repr((b"POST", b"a=1", {}))

@@ -121,11 +121,21 @@ def http_runner() -> Runner:
         "Content-Type": "application/json",
     }
 
-    def run(code: str) -> tuple[bool, str]:
-        if not hasattr(local, "conn"):
+    def post(code: str) -> http.client.HTTPResponse:
+        if getattr(local, "conn", None) is None:
             local.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         local.conn.request("POST", "/api/v1/exec", json.dumps({"code": code}), headers)
-        response = local.conn.getresponse()
+        return local.conn.getresponse()
+
+    def run(code: str) -> tuple[bool, str]:
+        try:
+            response = post(code)
+        except ConnectionError:
+            # The server closes a keep-alive connection idle past its deadline (webapp.serve),
+            # as it is between rounds: the request never reached it, so send it again.
+            local.conn.close()
+            local.conn = None
+            response = post(code)
         body = response.read()
         if response.status != 200:
             return False, body.decode(errors="replace")
@@ -359,8 +369,18 @@ def undoable_idle(backend: Any) -> Iterator[list[int] | str]:
     backend.wait_warm(WARM_WAIT_S)
     if hasattr(backend, "warm_container_ids"):
         yield backend.warm_container_ids()
-    else:  # bwrap: the warm sandboxes are this process's only children now
-        yield descendants(os.getpid(), children())
+    else:  # bwrap: the warm sandboxes are this process's children, but for the HTTP row's server
+        tree = children()
+        sandboxes = [pid for pid in tree.get(os.getpid(), []) if not is_server(pid)]
+        yield [*sandboxes, *(d for pid in sandboxes for d in descendants(pid, tree))]
+
+
+def is_server(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return b"webapp.serve" in cmdline.read()
+    except OSError:
+        return False
 
 
 def idle_memory(runner: Runner) -> str:

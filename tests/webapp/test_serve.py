@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from tests.local_servers import free_port, wait_until
+from tests.webapp.fresh_interpreter import probe_state
 from webapp.rlimits import open_files_limit_raise
 
 REPO = Path(__file__).resolve().parents[2]
@@ -199,7 +200,8 @@ def test_sabotage_with_no_limits_and_1024_files_idle_connections_starve_exec(
     assert exec_status not in {200, 201}, exec_status
 
 
-FORM_POST_SCRIPT = """
+FORM_POST_PROBE = """
+import json
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.web import http
@@ -214,20 +216,13 @@ channel.dataReceived(
     b"Content-Length: 3\\r\\n\\r\\na=1"
 )
 request = channel.requests[0]
-print(repr((request.method, request.content.read(), request.args)))
+args = {k.decode(): [v.decode() for v in vs] for k, vs in request.args.items()}
+print(json.dumps([request.method.decode(), request.content.read().decode(), args]))
 """
 
 
-def test_twisted_leaves_a_form_body_to_django():
+def test_twisted_leaves_a_form_body_to_django(tmp_path):
     """Django parses request bodies; Twisted's own parse (into request.args) is switched off on
     the requests daphne has the channel make. In a process of its own: importing webapp.serve
     installs Twisted's asyncio reactor."""
-    done = subprocess.run(
-        [sys.executable, "-c", FORM_POST_SCRIPT],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    assert done.stdout.strip() == repr((b"POST", b"a=1", {}))
+    assert probe_state(FORM_POST_PROBE, tmp_path) == ["POST", "a=1", {}]

@@ -149,8 +149,9 @@ class BwrapBackend:
         sandbox = pool.take() if pool is not None and self._pool_fits(limits) else None
         if sandbox is not None:
             assert pool is not None
+            self._count_warm(sandbox)
             try:
-                return self._execute_warm(sandbox, spec, limits, on_output, cancel)
+                return self._execute(sandbox, spec, limits, on_output, cancel)
             finally:
                 pool.done()
         if self._zygote is not None:
@@ -160,7 +161,8 @@ class BwrapBackend:
         if sandbox is None:
             self.stats["cold"] += 1
             return self._run_cold(spec, limits, on_output, cancel)
-        return self._execute_warm(sandbox, spec, limits, on_output, cancel)
+        self._count_warm(sandbox)
+        return self._execute(sandbox, spec, limits, on_output, cancel)
 
     def wait_warm(self, timeout_s: float = 30.0) -> bool:
         """Block until the warm pool is full (benchmarks and tests warm up with this)."""
@@ -239,18 +241,10 @@ class BwrapBackend:
         sandbox = self._start(limits, limits.wall_time_s + self.term_grace_s, mounts)
         return self._execute(sandbox, spec, limits, on_output, cancel)
 
-    def _execute_warm(
-        self,
-        sandbox: Sandbox,
-        spec: RunSpec,
-        limits: Limits,
-        on_output: OutputCallback | None,
-        cancel: CancelToken | None,
-    ) -> RunResult:
+    def _count_warm(self, sandbox: Sandbox) -> None:
         self.stats["warm"] += 1
         if isinstance(sandbox, ZygoteRun):
             self.zygote_runs += 1
-        return self._execute(sandbox, spec, limits, on_output, cancel)
 
     def _execute(
         self,

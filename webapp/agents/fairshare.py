@@ -8,8 +8,10 @@ runs, on top of its token's own quota (webapp.agents.ratelimit). The machine adm
 - a user under its share (capacity divided by the users with runs in flight or waiting) is
   admitted at once, even past the capacity: another user's long or sleeping runs cannot hold it
   out, and what it may add past the capacity is bounded by the share;
-- otherwise a run is admitted while fewer than `capacity` are in flight, so a single busy user
-  still gets the whole machine;
+- otherwise a run is admitted while fewer than `capacity` are in flight, less one for each
+  other user whose last run ended under RECENT_S ago (such a user also counts in the shares), so
+  a single busy user still gets the whole machine, and one sending runs one after another finds
+  a slot free for each;
 - past both, it waits in its user's queue (at most `queue` per user, each up to `wait_s`), and
   every freed slot goes to the waiting user with the fewest runs in flight, round-robin among
   equals: a newcomer's run goes before a flood's further queued ones.
@@ -40,6 +42,10 @@ from webapp.agents.ratelimit import QuotaExceeded
 # many, and every admitted run more only slows the others: a user let in beside a flood of
 # admitted runs shares the CPU with all of them (docs/benchmarks.md, issue 14).
 RUNS_PER_CORE = 2
+# A user whose last run ended less than this ago still counts as busy: between the runs of an
+# agent that sends one after another, another user's flood may not take the whole machine
+# (docs/benchmarks.md, issue 14).
+RECENT_S = 1.0
 
 
 class ShareExceeded(QuotaExceeded):
@@ -98,6 +104,8 @@ class FairAdmission:
         # user -> when it was last admitted; the least recent goes first among equals.
         self._served: dict[Hashable, int] = {}
         self._clock = itertools.count(1)
+        self._idle_since: dict[Hashable, float] = {}  # user -> when its last run ended
+        self.now = time.monotonic  # tests move it
 
     @contextmanager
     def admit(self, user: Hashable, *, capacity: int, wait_s: float, queue: int) -> Iterator[None]:
@@ -114,6 +122,7 @@ class FairAdmission:
                     del self._held[user]
                     if user not in self._queues:
                         self._served.pop(user, None)
+                        self._idle_since[user] = self.now()
                 self._dispatch(capacity)
                 self._lock.notify_all()
 
@@ -139,14 +148,22 @@ class FairAdmission:
         raise ShareExceeded(refusal(capacity, self._busy(user), waited_s=wait_s), 1)
 
     def _busy(self, also: Hashable | None = None) -> int:
-        users = set(self._held) | set(self._queues)
+        users = set(self._held) | set(self._queues) | self._recently_idle()
         if also is not None:
             users.add(also)
         return len(users)
 
+    def _recently_idle(self) -> set[Hashable]:
+        """Users with no run in or waiting whose last run ended under RECENT_S ago."""
+        now = self.now()
+        for user in [u for u, t in self._idle_since.items() if now - t >= RECENT_S]:
+            del self._idle_since[user]
+        return {u for u in self._idle_since if u not in self._held and u not in self._queues}
+
     def _admissible(self, user: Hashable, capacity: int) -> bool:
         share = share_of(capacity, self._busy(user))
-        return self._held[user] < share or sum(self._held.values()) < capacity
+        reserved = len(self._recently_idle() - {user})
+        return self._held[user] < share or sum(self._held.values()) < capacity - reserved
 
     def _grant(self, user: Hashable) -> None:
         self._held[user] += 1
@@ -173,6 +190,11 @@ class FairAdmission:
         """Runs of `user` admitted and not yet finished (tests and monitoring)."""
         with self._lock:
             return self._held[user]
+
+    def forget_recent(self) -> None:
+        """Forget when users' last runs ended (tests: each starts with no user recently busy)."""
+        with self._lock:
+            self._idle_since.clear()
 
     def waiting(self, user: Hashable) -> int:
         """Runs of `user` waiting for admission."""

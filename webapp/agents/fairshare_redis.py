@@ -10,6 +10,8 @@ own; every key has a TTL):
 - `queue`: a sorted set of "<user> <id> <deadline>" scored by arrival; a waiter past its
   deadline (a dead process's too) stops counting.
 - `served`: a hash user -> when it was last admitted (round-robin among equals).
+- `idle`: a hash user -> when its last run ended (Redis ms); for fairshare.RECENT_S it still
+  counts as busy.
 - `grant:<id>`: a list the script pushes to when it admits a waiting run; the waiter blocks on
   it (BLPOP), so a freed slot is taken at once, with no polling. Created by the script under the
   same prefix: fine on one Redis server, not on a Redis Cluster.
@@ -36,6 +38,7 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
+from webapp.agents import fairshare
 from webapp.agents.fairshare import FairAdmission, ShareExceeded, local_admission, refusal
 from webapp.agents.ratelimit_redis import BACKOFF_S, default_slot_ttl_s
 from webapp.redis_client import redis_client
@@ -48,16 +51,16 @@ WAKE_S = 1.0
 # A waiter stays counted this long past its own deadline; a grant list lives as long.
 WAITER_MARGIN_MS = 2000
 
-# KEYS: slots, queue, served, seq. ARGV: op (admit | release | cancel | poke | count), capacity,
-# slot lifetime ms, grant key prefix, user, id, how long a waiter counts in ms (0: it may not
-# wait), most waiters per user, the queue member to cancel.
+# KEYS: slots, queue, served, seq, idle. ARGV: op (admit | release | cancel | poke | count),
+# capacity, slot lifetime ms, grant key prefix, user, id, how long a waiter counts in ms (0: it
+# may not wait), most waiters per user, the queue member to cancel, RECENT_S in ms.
 # admit -> {1} admitted, {0, member} queued, {-1, busy users} refused;
 # release -> {}; cancel -> {1} admitted after all, {0, busy users} not;
 # poke -> {}; count -> {admitted, waiting} of the user, and it alone hands out no slot.
 _SCRIPT = """
-local slots, queue, served, seq = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local slots, queue, served, seq, idle = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local op, capacity, ttl, grants = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local user, id = ARGV[5], ARGV[6]
+local user, id, recent_ms = ARGV[5], ARGV[6], tonumber(ARGV[10])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if op == 'release' then redis.call('ZREM', slots, user .. ' ' .. id) end
@@ -85,15 +88,32 @@ for i = 1, #members, 2 do
     busy[u] = true
   end
 end
+local recent = {}
+local stamps = redis.call('HGETALL', idle)
+for i = 1, #stamps, 2 do
+  if now - tonumber(stamps[i + 1]) >= recent_ms then
+    redis.call('HDEL', idle, stamps[i])
+  else
+    recent[stamps[i]] = true
+  end
+end
+if op == 'release' and not busy[user] then
+  -- Before the freed slot is handed out: the user's next run finds one kept for it.
+  redis.call('HSET', idle, user, now)
+  recent[user] = true
+end
 local function busy_count(also)
   local n = 0
   for _ in pairs(busy) do n = n + 1 end
-  if also and not busy[also] then n = n + 1 end
+  for u in pairs(recent) do if not busy[u] then n = n + 1 end end
+  if also and not busy[also] and not recent[also] then n = n + 1 end
   return n
 end
 local function admissible(u)
   local share = math.max(1, math.floor(capacity / math.max(1, busy_count(u))))
-  return (held[u] or 0) < share or total < capacity
+  local reserved = 0
+  for r in pairs(recent) do if r ~= u and not busy[r] then reserved = reserved + 1 end end
+  return (held[u] or 0) < share or total < capacity - reserved
 end
 local function grant(u, w)
   redis.call('ZADD', slots, now + ttl, u .. ' ' .. w)
@@ -139,7 +159,7 @@ elseif op == 'count' then
   result = {held[user] or 0, lists[user] and #lists[user] or 0}
 end
 if op == 'release' and not busy[user] then redis.call('HDEL', served, user) end
-for _, key in ipairs({slots, queue, served, seq}) do redis.call('PEXPIRE', key, ttl) end
+for _, key in ipairs({slots, queue, served, seq, idle}) do redis.call('PEXPIRE', key, ttl) end
 return result
 """
 
@@ -252,11 +272,14 @@ class RedisFairAdmission:
         *,
         member: str = "",
     ) -> list[Any]:
-        keys = [self._prefix + name for name in ("slots", "queue", "served", "seq")]
+        keys = [self._prefix + name for name in ("slots", "queue", "served", "seq", "idle")]
         ttl_ms = int(self._slot_ttl_s() * 1000)
         grants = f"{self._prefix}grant:"
         args: list[str | int] = [op, capacity, ttl_ms, grants, str(user), slot_id]
-        return list(_script_for(self._url)(keys=keys, args=[*args, counted_ms, queue, member]))
+        recent_ms = int(fairshare.RECENT_S * 1000)
+        return list(
+            _script_for(self._url)(keys=keys, args=[*args, counted_ms, queue, member, recent_ms])
+        )
 
     def _redis_ok(self) -> bool:
         return time.monotonic() >= self._skip_until

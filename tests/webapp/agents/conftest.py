@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from webapp.agents.fairshare import refused_recently
+from webapp.agents.fairshare import local_admission, refused_recently
 from webapp.agents.ratelimit import local_limiter
 from webapp.agents.refused_early import known_bearers
 from webapp.agents.session_services import reset_session_manager
@@ -65,10 +65,12 @@ def _fresh_quota() -> Iterator[None]:
     local_limiter.reset()
     refused_recently.reset()
     known_bearers.reset()
+    local_admission.forget_recent()
     yield
     local_limiter.reset()
     refused_recently.reset()
     known_bearers.reset()
+    local_admission.forget_recent()
 
 
 @pytest.fixture

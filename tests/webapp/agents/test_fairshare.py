@@ -18,7 +18,7 @@ import redis
 from django.test import Client, override_settings
 
 from tests.servers import RedisServer
-from webapp.agents import exec_api
+from webapp.agents import exec_api, fairshare
 from webapp.agents.fairshare import Admission, FairAdmission, refused_recently
 from webapp.agents.fairshare_redis import RedisFairAdmission
 from webapp.agents.quota import get_admission
@@ -174,6 +174,37 @@ def test_a_users_sleeping_runs_hold_only_its_share(pair: Pair, runs_of):
     runs.finish("s2")
     runs.settle("calm", admitted=3, waiting=0)
     assert runs.refused == []
+
+
+def calm_between_runs_then_flood(runs: Runs) -> None:
+    """A calm user's run ends; a flood then asks for 3 runs on a host of 2."""
+    runs.start("calm", "c0")
+    runs.settle("calm", admitted=1, waiting=0)
+    runs.finish("c0")
+    runs.settle("calm", admitted=0, waiting=0)
+    for n in range(3):
+        runs.start("flood", f"f{n}")
+
+
+def test_a_user_between_two_runs_keeps_a_slot_a_flood_cannot_take(pair: Pair, runs_of, monkeypatch):
+    monkeypatch.setattr(fairshare, "RECENT_S", 30.0)  # the calm user's pause, however slow
+    runs = runs_of(capacity=2)
+    calm_between_runs_then_flood(runs)
+    runs.settle("flood", admitted=1, waiting=2)
+    runs.start("calm", "c1", via=pair[1])  # its next run: the slot kept free
+    runs.settle("calm", admitted=1, waiting=0)
+    assert runs.admitted(3) == ["c0", "f0", "c1"]
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_recent_users_a_flood_takes_the_whole_host_between_their_runs(
+    pair: Pair, runs_of, monkeypatch
+):
+    monkeypatch.setattr(fairshare, "RECENT_S", 0.0)
+    runs = runs_of(capacity=2)
+    calm_between_runs_then_flood(runs)
+    # The breach: the calm user's next run finds the flood on every slot.
+    runs.settle("flood", admitted=2, waiting=1)
 
 
 def test_past_its_queue_a_users_run_is_refused_at_once_naming_the_limit(pair: Pair, runs_of):

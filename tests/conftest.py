@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -147,6 +147,20 @@ def docker_missing() -> Callable[[str], NoReturn]:
         pytest.skip(f"{reason} (set UNDOABLE_REQUIRE_DOCKER=1 to make this a failure)")
 
     return missing
+
+
+@pytest.fixture(scope="session")
+def docker_engine(docker_missing) -> Iterator[Any]:
+    """The Docker engine's low-level API client, or a skip (a failure in CI) without one."""
+    import docker  # only the tests that ask for the engine need its client
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        docker_missing(f"no Docker engine: {exc}")
+    yield client.api
+    client.close()
 
 
 # --- database ------------------------------------------------------------------------------

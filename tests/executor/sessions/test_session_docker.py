@@ -39,14 +39,8 @@ LIMITS = Limits(wall_time_s=10, memory_mib=96, max_pids=32)
 
 
 @pytest.fixture(scope="module")
-def engine(docker_missing) -> Iterator:
-    try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as exc:
-        docker_missing(f"no Docker engine: {exc}")
-    yield client.api
-    client.close()
+def engine(docker_engine):
+    return docker_engine  # this module's short name for it
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from executor.sessions.manager import (
     SessionNotFound,
 )
 from tests.prerequisites import ROOTFS
+from tests.quota_mounts import WRITE_40_MIB, mounted_anywhere
 
 
 def process_gone(pid: int) -> bool:
@@ -192,20 +193,6 @@ def test_uploaded_files_belong_to_the_sandbox_user(manager_factory):
 QUOTA_MIB = 16
 # A 64 MiB file size limit, so only the workspace quota can stop a 40 MiB write.
 QUOTA_LIMITS = Limits(wall_time_s=10, max_file_size_mib=64)
-WRITE_40_MIB = """
-import errno
-try:
-    with open('big', 'wb') as f:
-        [f.write(b'\\0' * (1 << 20)) for _ in range(40)]
-except OSError as exc:
-    print(errno.errorcode[exc.errno], exc.strerror)
-else:
-    print('wrote it all')
-"""
-
-
-def mounted_anywhere(path: str) -> bool:
-    return any(line.split(" ")[4] == path for line in open("/proc/self/mountinfo"))
 
 
 def test_a_cell_cannot_write_past_the_workspace_quota(manager_factory):

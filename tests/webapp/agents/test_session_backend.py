@@ -17,15 +17,9 @@ from webapp.executor_glue import reset_executor
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def engine(docker_missing) -> Iterator:
-    try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as exc:
-        docker_missing(f"no Docker engine: {exc}")
-    yield client.api
-    client.close()
+@pytest.fixture(scope="module")
+def engine(docker_engine):
+    return docker_engine  # this module's short name for it
 
 
 @pytest.fixture

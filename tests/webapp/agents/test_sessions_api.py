@@ -15,6 +15,7 @@ from django.test import Client, override_settings
 from django.utils import timezone
 
 from executor import quota
+from tests.quota_mounts import WRITE_40_MIB, mounted_anywhere
 from webapp.agents import session_services
 from webapp.agents.models import AgentSession, ApiToken
 from webapp.agents.session_services import session_manager
@@ -189,22 +190,6 @@ def test_an_uploaded_wheel_installs_offline_and_imports_in_the_same_session(owne
     assert installed["exit_code"] == 0, installed["stderr"]
     assert "Successfully installed tinypkg-1.0" in installed["stdout"]
     assert cell(owner, sid, "import tinypkg; tinypkg.hello()")["stdout"] == "'hello from tinypkg'\n"
-
-
-WRITE_40_MIB = """
-import errno
-try:
-    with open('big', 'wb') as f:
-        [f.write(b'\\0' * (1 << 20)) for _ in range(40)]
-except OSError as exc:
-    print(errno.errorcode[exc.errno], exc.strerror)
-else:
-    print('wrote it all')
-"""
-
-
-def mounted_anywhere(path: str) -> bool:
-    return any(line.split(" ")[4] == path for line in open("/proc/self/mountinfo"))
 
 
 @override_settings(AGENTS_SESSION_WORKDIR_QUOTA_MIB=16)

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -116,25 +116,31 @@ def floor_ms() -> float:
     return statistics.median(samples) * 1000
 
 
-def parallel(port: int, token: str) -> float:
-    per_thread = PARALLEL_RUNS // CONCURRENCY
-    barrier = threading.Barrier(CONCURRENCY + 1)
-
-    def worker() -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        barrier.wait()
-        for _ in range(per_thread):
-            exec_once(conn, token)
-        conn.close()
-
-    threads = [threading.Thread(target=worker) for _ in range(CONCURRENCY)]
+def timed_threads(work: Callable[[Callable[[], None]], None], count: int) -> float:
+    """Seconds `count` threads take to run `work`, timed from when all are ready: each calls
+    the function it is given (a barrier) once its set-up is done, before the timed part."""
+    barrier = threading.Barrier(count + 1)
+    threads = [threading.Thread(target=work, args=(barrier.wait,)) for _ in range(count)]
     for thread in threads:
         thread.start()
     barrier.wait()
     start = time.perf_counter()
     for thread in threads:
         thread.join()
-    return per_thread * CONCURRENCY / (time.perf_counter() - start)
+    return time.perf_counter() - start
+
+
+def parallel(port: int, token: str) -> float:
+    per_thread = PARALLEL_RUNS // CONCURRENCY
+
+    def worker(ready: Callable[[], None]) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        ready()
+        for _ in range(per_thread):
+            exec_once(conn, token)
+        conn.close()
+
+    return per_thread * CONCURRENCY / timed_threads(worker, CONCURRENCY)
 
 
 @contextmanager

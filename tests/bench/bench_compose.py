@@ -28,7 +28,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run as a plain script from anywhere
 
-from tests.bench.bench_api import exec_once, floor_ms  # noqa: E402
+from tests.bench.bench_api import exec_once, floor_ms, timed_threads  # noqa: E402
 from tests.bench.compose_stack import ComposeStack  # noqa: E402
 from tests.local_servers import free_port  # noqa: E402
 
@@ -128,24 +127,16 @@ def sequential(target: Target) -> None:
 def concurrent(target: Target) -> None:
     server_before, store_before = target.server_cpu(), target.store_cpu()
     per_thread = PARALLEL_RUNS // CONCURRENCY
-    barrier = threading.Barrier(CONCURRENCY + 1)
     latencies: list[float] = []
 
-    def client() -> None:
+    def client(ready: Callable[[], None]) -> None:
         conn = connect(target.url)
-        barrier.wait()
+        ready()
         mine = [exec_once(conn, target.token) for _ in range(per_thread)]
         conn.close()
         latencies.extend(mine)
 
-    threads = [threading.Thread(target=client) for _ in range(CONCURRENCY)]
-    for thread in threads:
-        thread.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    target.rates.append(per_thread * CONCURRENCY / (time.perf_counter() - start))
+    target.rates.append(per_thread * CONCURRENCY / timed_threads(client, CONCURRENCY))
     target.parallel.append(latencies)
     time.sleep(0.5)  # the last sandboxes' teardown, off the request path, is theirs too
     runs = per_thread * CONCURRENCY

@@ -119,7 +119,7 @@ class ComposeStack:
             return f"http://127.0.0.1:{self.web_ports[index]}"
         return f"http://{self.web_hosts[index]}:8000"
 
-    def manage(self, *args: str, timeout_s: float = 120) -> str:
+    def manage(self, *args: str, timeout_s: float = 120, check: bool = True) -> str:
         return self.compose(
             "exec",
             "-T",
@@ -130,6 +130,7 @@ class ComposeStack:
             "manage.py",
             *args,
             timeout_s=timeout_s,
+            check=check,
         )
 
     def sql(self, query: str, *params: object) -> list[tuple[object, ...]]:
@@ -203,18 +204,7 @@ class ComposeStack:
         ).stdout
 
     def _workers_alive(self) -> bool:
-        out = self.compose(
-            "exec",
-            "-T",
-            "-u",
-            "undoable",
-            "web",
-            "python3",
-            "manage.py",
-            "workers_ping",
-            "--count",
-            check=False,
-        )
+        out = self.manage("workers_ping", "--count", check=False)
         digits = "".join(ch for ch in out if ch.isdigit())
         return digits == str(len(self.worker_names))
 

@@ -34,33 +34,29 @@ def status_of(text: str) -> dict[str, str]:
     return dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
 
 
+def status_with_ambient_net_raw(*launch_with: str) -> dict[str, str]:
+    """/proc/self/status of `cat`, started with CAP_NET_RAW inheritable and ambient, through
+    `launch_with` (a launcher command line up to its program) or directly."""
+    done = subprocess.run(
+        ["setpriv", "--inh-caps=+net_raw", "--ambient-caps=+net_raw", "--", *launch_with]
+        + ["/bin/cat", "/proc/self/status"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return status_of(done.stdout)
+
+
 def test_it_drops_to_the_uid_with_no_groups_and_no_capabilities_of_any_kind():
     # The caller holds a supplementary group and an inheritable + ambient capability; none of
     # them may reach the program.
     groups = os.getgroups()
     os.setgroups([4])
     try:
-        result = subprocess.run(
-            [
-                "setpriv",
-                "--inh-caps=+net_raw",
-                "--ambient-caps=+net_raw",
-                "--",
-                LAUNCHER,
-                "--uid",
-                str(NOBODY),
-                "--",
-                "/bin/cat",
-                "/proc/self/status",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        )
+        status = status_with_ambient_net_raw(LAUNCHER, "--uid", str(NOBODY), "--")
     finally:
         os.setgroups(groups)
-    status = status_of(result.stdout)
     assert status["Uid"].split() == [str(NOBODY)] * 4
     assert status["Gid"].split() == [str(NOBODY)] * 4
     assert status["Groups"].strip() == ""
@@ -70,21 +66,7 @@ def test_it_drops_to_the_uid_with_no_groups_and_no_capabilities_of_any_kind():
 
 def test_the_ambient_capability_really_was_there_to_be_dropped():
     # Without the launcher the same setpriv call does pass CAP_NET_RAW on: the test above can fail.
-    result = subprocess.run(
-        [
-            "setpriv",
-            "--inh-caps=+net_raw",
-            "--ambient-caps=+net_raw",
-            "--",
-            "/bin/cat",
-            "/proc/self/status",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
-    assert int(status_of(result.stdout)["CapAmb"], 16) & (1 << CAP_NET_RAW)
+    assert int(status_with_ambient_net_raw()["CapAmb"], 16) & (1 << CAP_NET_RAW)
 
 
 def test_the_dropped_program_cannot_become_root_again():

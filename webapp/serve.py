@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import random
 import resource
 import sys
 from collections.abc import Callable
@@ -35,6 +36,16 @@ APPLICATION = "webapp.asgi:application"
 HEAD_TIMEOUT_S = 10.0
 IDLE_TIMEOUT_S = 20.0
 MAX_CONNECTIONS = 4096
+# Each head deadline falls at a random point of its second half. Connections opened together
+# (a client's pool, or a thousand idle sockets from one tenant) would otherwise all be closed in
+# one turn of the event loop, then reopened together, again and again, and every request beside
+# them would wait for those turns (docs/benchmarks.md, "Idle sockets dropped together").
+HEAD_DEADLINE_SPREAD = 0.5
+# A request hops between the event loop and worker threads (token lookup, admission, the run),
+# and each hop waits for the GIL. Python hands it over only every 5 ms by default, so a loop busy
+# with a burst (connections closed, a flood answered) made each hop of every other request wait
+# that long; 1 ms bounds the wait (docs/benchmarks.md, "Idle sockets dropped together").
+GIL_SWITCH_INTERVAL_S = 0.001
 # Twisted listens with a backlog of 50: a burst of more new connections than that loses the
 # excess handshakes, and their clients wait for retransmissions.
 LISTEN_BACKLOG = 2048
@@ -48,8 +59,9 @@ class HeadDeadlineChannel(http.HTTPChannel):
     Twisted's own idle timeout restarts with every byte received, so a client that never
     finishes its head, sending a byte now and then, holds its connection for good. Here the
     first head must be complete `head_timeout_s` after the connection opened, and each later
-    one `keepalive_timeout_s` after the previous response. While a request is being answered,
-    and once a connection became a websocket, no deadline runs.
+    one `keepalive_timeout_s` after the previous response, each deadline at a random point of
+    the second half of that time (HEAD_DEADLINE_SPREAD). While a request is being answered, and
+    once a connection became a websocket, no deadline runs.
     """
 
     def __init__(self, head_timeout_s: float | None, keepalive_timeout_s: float | None) -> None:
@@ -94,7 +106,8 @@ class HeadDeadlineChannel(http.HTTPChannel):
             self._head_deadline.cancel()
         self._head_deadline = None
         if timeout_s is not None:
-            self._head_deadline = self.callLater(timeout_s, self._head_late)
+            spread = random.uniform(1.0 - HEAD_DEADLINE_SPREAD, 1.0)
+            self._head_deadline = self.callLater(timeout_s * spread, self._head_late)
 
     def _head_late(self) -> None:
         self._head_deadline = None
@@ -196,7 +209,7 @@ class ServeCommand(CommandLineInterface):
             type=float,
             default=HEAD_TIMEOUT_S,
             help="close a connection whose request head is not complete this long after it "
-            "opened (default %(default)s)",
+            "opened, or sooner: at a random point of the second half (default %(default)s)",
         )
         group.add_argument(
             "--idle-timeout-s",
@@ -230,6 +243,7 @@ def main(argv: list[str] | None = None) -> None:
     # The state folders, as `manage.py migrate` sets them up: a web container runs no migrate.
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     var_dir_setup()
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     ServeCommand().run(sys.argv[1:] if argv is None else argv)
 
 

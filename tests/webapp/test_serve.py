@@ -226,3 +226,64 @@ def test_twisted_leaves_a_form_body_to_django(tmp_path):
     the requests daphne has the channel make. In a process of its own: importing webapp.serve
     installs Twisted's asyncio reactor."""
     assert probe_state(FORM_POST_PROBE, tmp_path) == ["POST", "a=1", {}]
+
+
+HEAD_DEADLINES_PROBE = """
+import json
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+import webapp.serve
+from webapp.serve import HeadDeadlineChannel
+
+webapp.serve.HEAD_DEADLINE_SPREAD = {spread}
+clock = Clock()
+transports = []
+for _ in range(200):  # opened in one turn, as a client's pool or an idle-socket flood does
+    channel = HeadDeadlineChannel(10.0, 20.0)
+    channel.callLater = clock.callLater
+    transport = StringTransport()
+    channel.makeConnection(transport)
+    transports.append(transport)
+closed_at = dict()
+for tenth in range(1, 111):  # past 10 s, which float sums of 0.1 reach a little late
+    clock.advance(0.1)
+    for n, transport in enumerate(transports):
+        if transport.disconnecting and n not in closed_at:
+            closed_at[n] = tenth / 10
+print(json.dumps(sorted(closed_at.values())))
+"""
+
+
+def closing_times(spread: str, tmp_path: Path) -> list[float]:
+    """When each of the probe's connections was closed, with HEAD_DEADLINE_SPREAD `spread` (as
+    Python source)."""
+    return probe_state(HEAD_DEADLINES_PROBE.format(spread=spread), tmp_path)
+
+
+def test_connections_opened_together_are_closed_over_seconds_not_in_one_turn(tmp_path):
+    """200 connections opened at once, none sending a head: each is closed by its deadline
+    (10 s), none before half of it, and no tenth of a second closes more than a tenth of them,
+    so the loop's other requests never wait for all the closes at once."""
+    closed = closing_times("webapp.serve.HEAD_DEADLINE_SPREAD", tmp_path)
+    assert len(closed) == 200 and 5.0 <= min(closed) and max(closed) <= 10.1
+    assert max(closed.count(t) for t in set(closed)) <= 20
+
+
+def test_sabotage_with_no_spread_every_connection_is_closed_in_the_same_turn(tmp_path):
+    closed = closing_times("0.0", tmp_path)
+    assert max(closed.count(t) for t in set(closed)) > 20
+
+
+SWITCH_INTERVAL_PROBE = """
+import json, sys
+import webapp.serve
+webapp.serve.ServeCommand.run = lambda self, argv: None  # the set-up main() does, not the serving
+webapp.serve.main([])
+print(json.dumps(sys.getswitchinterval()))
+"""
+
+
+def test_the_server_hands_the_gil_to_waiting_threads_within_a_millisecond(tmp_path):
+    """The server's requests hop between its event loop and worker threads; a hop waits for the
+    GIL at most the switch interval, which the server lowers from Python's 5 ms."""
+    assert probe_state(SWITCH_INTERVAL_PROBE, tmp_path) == pytest.approx(0.001)

@@ -106,7 +106,7 @@ class HeadDeadlineChannel(http.HTTPChannel):
             self._head_deadline.cancel()
         self._head_deadline = None
         if timeout_s is not None:
-            spread = random.uniform(1.0 - HEAD_DEADLINE_SPREAD, 1.0)
+            spread = random.uniform(1.0 - HEAD_DEADLINE_SPREAD, 1.0)  # noqa: S311 (not a secret)
             self._head_deadline = self.callLater(timeout_s * spread, self._head_late)
 
     def _head_late(self) -> None:

@@ -139,9 +139,9 @@ def test_a_newcomer_is_admitted_before_a_floods_queued_runs_and_the_rest_interle
         runs.admitted(min(n + 1, 2))
     runs.start("calm", "c0", via=pair[1])  # under its share (1 of 2): in at once
     runs.settle("calm", admitted=1, waiting=0)
-    runs.start("calm", "c1", via=pair[0])
-    runs.start("calm", "c2", via=pair[1])
-    runs.settle("calm", admitted=1, waiting=2)
+    for n, waiting in ((1, 1), (2, 2)):  # queued one after the other: c1 ahead of c2
+        runs.start("calm", f"c{n}", via=pair[n % 2])
+        runs.settle("calm", admitted=1, waiting=waiting)
     assert runs.admitted(3) == ["f0", "f1", "c0"]
     # Each freed slot goes to the waiting user with fewer runs in, round-robin among equals:
     # (run finished, flood waiting after, calm waiting after).
@@ -193,7 +193,8 @@ def test_a_user_between_two_runs_keeps_a_slot_a_flood_cannot_take(pair: Pair, ru
     runs.settle("flood", admitted=1, waiting=2)
     runs.start("calm", "c1", via=pair[1])  # its next run: the slot kept free
     runs.settle("calm", admitted=1, waiting=0)
-    assert runs.admitted(3) == ["c0", "f0", "c1"]
+    order = runs.admitted(3)  # the flood's runs race each other: one of them is in between
+    assert (order[0], order[1][0], order[2]) == ("c0", "f", "c1")
 
 
 @pytest.mark.sabotage

@@ -14,7 +14,13 @@ runs, on top of its token's own quota (webapp.agents.ratelimit). The machine adm
   a slot free for each;
 - past both, it waits in its user's queue (at most `queue` per user, each up to `wait_s`), and
   every freed slot goes to the waiting user with the fewest runs in flight, round-robin among
-  equals: a newcomer's run goes before a flood's further queued ones.
+  equals: a newcomer's run goes before a flood's further queued ones;
+- while other users are busy, a user's runs also *start* at most at its part of the rate the
+  machine can start runs at (STARTS_PER_SLOT_S per slot of its share, after a burst of
+  START_BURST), and wait in its queue for that. Slots bound what runs do at once; starting one
+  costs the host CPU beyond any slot (the server, the sandbox's start: ~12 ms for `print(1)`),
+  so one slot reused back to back by a flood of tiny runs took most of the machine
+  (docs/benchmarks.md, issue 14). A user alone is never paced.
 
 `webapp.agents.quota.get_admission()` picks the implementation: this in-process one without
 REDIS_URL (embedded default, one process), `webapp.agents.fairshare_redis` with it, so all web
@@ -24,6 +30,7 @@ processes of one host share one admission.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import random
 import threading
@@ -46,6 +53,11 @@ RUNS_PER_CORE = 2
 # agent that sends one after another, another user's flood may not take the whole machine
 # (docs/benchmarks.md, issue 14).
 RECENT_S = 1.0
+# Runs a slot can start per second, measured: ~160 `print(1)` runs/s through HTTP on 2 cores,
+# 4 slots (docs/benchmarks.md). A busy user's runs start at this rate times its share of the
+# slots (capacity / busy users), after a burst of START_BURST.
+STARTS_PER_SLOT_S = 40.0
+START_BURST = 4.0
 
 
 class ShareExceeded(QuotaExceeded):
@@ -77,6 +89,18 @@ def share_of(capacity: int, busy_users: int) -> int:
     return max(1, capacity // max(1, busy_users))
 
 
+def start_rate(capacity: int, busy_users: int) -> float:
+    """Runs per second a busy user may start while `busy_users` share the host (inf: alone)."""
+    if busy_users <= 1:
+        return math.inf
+    return STARTS_PER_SLOT_S * capacity / busy_users
+
+
+def refilled(tokens: float, elapsed_s: float, rate: float) -> float:
+    """A user's start allowance `elapsed_s` after it was `tokens`, at `rate` per second."""
+    return min(START_BURST, tokens + max(elapsed_s, 0.0) * rate)
+
+
 def refusal(capacity: int, busy_users: int, *, queue: int = 0, waited_s: float = 0.0) -> str:
     """The 429 text, naming the limit that stopped the run."""
     what = f"at most {capacity} runs at once on this server, shared by {busy_users} busy users"
@@ -105,6 +129,9 @@ class FairAdmission:
         self._served: dict[Hashable, int] = {}
         self._clock = itertools.count(1)
         self._idle_since: dict[Hashable, float] = {}  # user -> when its last run ended
+        # user -> (start allowance, when it was that, the rate it refills at then); a user
+        # missing has the whole burst.
+        self._starts: dict[Hashable, tuple[float, float, float]] = {}
         self.now = time.monotonic  # tests move it
 
     @contextmanager
@@ -129,7 +156,7 @@ class FairAdmission:
     def _admit_or_wait(self, user: Hashable, *, capacity: int, wait_s: float, queue: int) -> None:
         # Called holding the lock.
         if user not in self._queues and self._admissible(user, capacity):
-            self._grant(user)
+            self._grant(user, capacity)
             return
         queued = self._queues.get(user, ())
         if wait_s <= 0 or queue <= 0 or len(queued) >= queue:
@@ -137,7 +164,13 @@ class FairAdmission:
         waiter = _Waiter(user, next(self._clock))
         self._queues.setdefault(user, deque()).append(waiter)
         self._lock.notify_all()
-        if self._lock.wait_for(lambda: waiter.granted, wait_s):
+        deadline = time.monotonic() + wait_s
+        while not waiter.granted and (left := deadline - time.monotonic()) > 0:
+            # A freed slot wakes the waiters; an allowance refills with time, so a waiter its
+            # user's pace holds wakes when the next start is due and hands it out.
+            if not self._lock.wait(min(left, self._next_start_in(user, capacity))):
+                self._dispatch(capacity)
+        if waiter.granted:
             return
         mine = self._queues[user]
         mine.remove(waiter)
@@ -161,11 +194,38 @@ class FairAdmission:
         return {u for u in self._idle_since if u not in self._held and u not in self._queues}
 
     def _admissible(self, user: Hashable, capacity: int) -> bool:
-        share = share_of(capacity, self._busy(user))
+        busy = self._busy(user)
+        if self._allowance(user, start_rate(capacity, busy)) < 1:
+            return False
         reserved = len(self._recently_idle() - {user})
-        return self._held[user] < share or sum(self._held.values()) < capacity - reserved
+        return self._held[user] < share_of(capacity, busy) or (
+            sum(self._held.values()) < capacity - reserved
+        )
 
-    def _grant(self, user: Hashable) -> None:
+    def _allowance(self, user: Hashable, rate: float) -> float:
+        if rate == math.inf or user not in self._starts:
+            return START_BURST
+        tokens, since, _ = self._starts[user]
+        return refilled(tokens, self.now() - since, rate)
+
+    def _next_start_in(self, user: Hashable, capacity: int) -> float:
+        """Seconds until `user`'s pace lets a run of it start (inf: it does not hold it)."""
+        rate = start_rate(capacity, self._busy(user))
+        missing = 1 - self._allowance(user, rate)
+        return missing / rate if missing > 0 else math.inf
+
+    def _grant(self, user: Hashable, capacity: int) -> None:
+        rate, now = start_rate(capacity, self._busy(user)), self.now()
+        # Forget the allowances refilled since (at the rate of their last start).
+        self._starts = {
+            u: (tokens, since, then)
+            for u, (tokens, since, then) in self._starts.items()
+            if refilled(tokens, now - since, then) < START_BURST
+        }
+        if rate == math.inf:
+            self._starts.pop(user, None)
+        else:
+            self._starts[user] = (self._allowance(user, rate) - 1, now, rate)
         self._held[user] += 1
         self._served[user] = next(self._clock)
         self._lock.notify_all()
@@ -184,7 +244,7 @@ class FairAdmission:
             mine.popleft().granted = True
             if not mine:
                 del self._queues[user]
-            self._grant(user)
+            self._grant(user, capacity)
 
     def admitted(self, user: Hashable) -> int:
         """Runs of `user` admitted and not yet finished (tests and monitoring)."""

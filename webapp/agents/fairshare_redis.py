@@ -12,6 +12,8 @@ own; every key has a TTL):
 - `served`: a hash user -> when it was last admitted (round-robin among equals).
 - `idle`: a hash user -> when its last run ended (Redis ms); for fairshare.RECENT_S it still
   counts as busy.
+- `starts`: a hash user -> "<start allowance> <when, ms> <rate it refills at then, per s>" of
+  a user its pace holds (fairshare.start_rate); a user missing has the whole burst.
 - `grant:<id>`: a list the script pushes to when it admits a waiting run; the waiter blocks on
   it (BLPOP), so a freed slot is taken at once, with no polling. Created by the script under the
   same prefix: fine on one Redis server, not on a Redis Cluster.
@@ -51,16 +53,20 @@ WAKE_S = 1.0
 # A waiter stays counted this long past its own deadline; a grant list lives as long.
 WAITER_MARGIN_MS = 2000
 
-# KEYS: slots, queue, served, seq, idle. ARGV: op (admit | release | cancel | poke | count),
-# capacity, slot lifetime ms, grant key prefix, user, id, how long a waiter counts in ms (0: it
-# may not wait), most waiters per user, the queue member to cancel, RECENT_S in ms.
-# admit -> {1} admitted, {0, member} queued, {-1, busy users} refused;
-# release -> {}; cancel -> {1} admitted after all, {0, busy users} not;
-# poke -> {}; count -> {admitted, waiting} of the user, and it alone hands out no slot.
+# KEYS: slots, queue, served, seq, idle, starts. ARGV: op (admit | release | cancel | poke |
+# count), capacity, slot lifetime ms, grant key prefix, user, id, how long a waiter counts in ms
+# (0: it may not wait), most waiters per user, the queue member to cancel, RECENT_S in ms,
+# STARTS_PER_SLOT_S, START_BURST.
+# admit -> {1} admitted, {0, member, ms until its pace lets it start (0: no pace holds it)}
+# queued, {-1, busy users} refused; release -> {}; cancel -> {1} admitted after all, {0, busy
+# users} not; poke -> {ms until its pace lets it start}; count -> {admitted, waiting} of the
+# user, and it alone hands out no slot.
 _SCRIPT = """
-local slots, queue, served, seq, idle = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local slots, queue, served, seq, idle, starts = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5],
+  KEYS[6]
 local op, capacity, ttl, grants = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local user, id, recent_ms = ARGV[5], ARGV[6], tonumber(ARGV[10])
+local per_slot, burst = tonumber(ARGV[11]), tonumber(ARGV[12])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if op == 'release' then redis.call('ZREM', slots, user .. ' ' .. id) end
@@ -109,13 +115,51 @@ local function busy_count(also)
   if also and not busy[also] and not recent[also] then n = n + 1 end
   return n
 end
+local function start_rate(u)  -- runs/s; nil: alone, no pace
+  local n = busy_count(u)
+  if n <= 1 then return nil end
+  return per_slot * capacity / n
+end
+local function refilled(kept, rate)
+  return math.min(burst, kept[1] + math.max(0, now - kept[2]) * rate / 1000)
+end
+local paced = {}
+local allowances = redis.call('HGETALL', starts)
+for i = 1, #allowances, 2 do
+  local tokens, since, then_rate = string.match(allowances[i + 1], '^(%S+) (%S+) (%S+)$')
+  local kept = {tonumber(tokens), tonumber(since)}
+  if refilled(kept, tonumber(then_rate)) >= burst then  -- refilled since: forget it
+    redis.call('HDEL', starts, allowances[i])
+  else
+    paced[allowances[i]] = kept
+  end
+end
+local function allowance(u, rate)
+  if not rate or not paced[u] then return burst end
+  return refilled(paced[u], rate)
+end
+local function next_start_ms(u)
+  local rate = start_rate(u)
+  local missing = rate and 1 - allowance(u, rate) or 0
+  if missing <= 0 then return 0 end
+  return math.ceil(missing * 1000 / rate)
+end
 local function admissible(u)
+  if allowance(u, start_rate(u)) < 1 then return false end
   local share = math.max(1, math.floor(capacity / math.max(1, busy_count(u))))
   local reserved = 0
   for r in pairs(recent) do if r ~= u and not busy[r] then reserved = reserved + 1 end end
   return (held[u] or 0) < share or total < capacity - reserved
 end
 local function grant(u, w)
+  local rate = start_rate(u)
+  if rate then
+    paced[u] = {allowance(u, rate) - 1, now}
+    redis.call('HSET', starts, u, paced[u][1] .. ' ' .. now .. ' ' .. rate)
+  else
+    paced[u] = nil
+    redis.call('HDEL', starts, u)
+  end
   redis.call('ZADD', slots, now + ttl, u .. ' ' .. w)
   held[u] = (held[u] or 0) + 1
   total = total + 1
@@ -151,15 +195,19 @@ if op == 'admit' then
   else
     local member = user .. ' ' .. id .. ' ' .. (now + tonumber(ARGV[7]))
     redis.call('ZADD', queue, redis.call('INCR', seq), member)
-    result = {0, member}
+    result = {0, member, next_start_ms(user)}
   end
 elseif op == 'cancel' then
   result = {0, busy_count(user)}
+elseif op == 'poke' then
+  result = {next_start_ms(user)}
 elseif op == 'count' then
   result = {held[user] or 0, lists[user] and #lists[user] or 0}
 end
 if op == 'release' and not busy[user] then redis.call('HDEL', served, user) end
-for _, key in ipairs({slots, queue, served, seq, idle}) do redis.call('PEXPIRE', key, ttl) end
+for _, key in ipairs({slots, queue, served, seq, idle, starts}) do
+  redis.call('PEXPIRE', key, ttl)
+end
 return result
 """
 
@@ -226,15 +274,23 @@ class RedisFairAdmission:
         if reply[0] < 0:
             busy_users = int(reply[1])
             raise ShareExceeded(refusal(capacity, busy_users, queue=queue if may_wait else 0), 1)
-        member = reply[1].decode()
+        member, pace_ms = reply[1].decode(), int(reply[2])
         grant_key = f"{self._prefix}grant:{slot_id}"
         client = redis_client(self._url)
         deadline = time.monotonic() + wait_s
         while (left := deadline - time.monotonic()) > 0:
+            if 0 < pace_ms < WAKE_S * 1000:
+                # Its pace holds it, and Redis times blocking waits out only every 100 ms
+                # (hz 10): look (the last call may have let it in), then sleep until its next
+                # start is due.
+                if client.lpop(grant_key) is not None:
+                    return True
+                time.sleep(min(left, pace_ms / 1000))
             # BLPOP's timeout stays under the client's socket timeout (webapp.redis_client).
-            if client.blpop([grant_key], timeout=min(left, WAKE_S)) is not None:
+            elif client.blpop([grant_key], timeout=min(left, WAKE_S)) is not None:
                 return True
-            self._call("poke", user, slot_id, capacity)  # hands out expired slots
+            # Hands out expired slots and starts its pace now allows.
+            pace_ms = int(self._call("poke", user, slot_id, capacity)[0])
         reply = self._call("cancel", user, slot_id, capacity, member=member)
         if reply[0] == 1:  # admitted as the wait ended: take it
             client.delete(grant_key)
@@ -272,13 +328,17 @@ class RedisFairAdmission:
         *,
         member: str = "",
     ) -> list[Any]:
-        keys = [self._prefix + name for name in ("slots", "queue", "served", "seq", "idle")]
+        names = ("slots", "queue", "served", "seq", "idle", "starts")
+        keys = [self._prefix + name for name in names]
         ttl_ms = int(self._slot_ttl_s() * 1000)
         grants = f"{self._prefix}grant:"
         args: list[str | int] = [op, capacity, ttl_ms, grants, str(user), slot_id]
         recent_ms = int(fairshare.RECENT_S * 1000)
+        pace = [fairshare.STARTS_PER_SLOT_S, fairshare.START_BURST]
         return list(
-            _script_for(self._url)(keys=keys, args=[*args, counted_ms, queue, member, recent_ms])
+            _script_for(self._url)(
+                keys=keys, args=[*args, counted_ms, queue, member, recent_ms, *pace]
+            )
         )
 
     def _redis_ok(self) -> bool:

@@ -208,6 +208,71 @@ def test_sabotage_without_recent_users_a_flood_takes_the_whole_host_between_thei
     runs.settle("flood", admitted=2, waiting=1)
 
 
+def flood_of_quick_runs_beside_a_calm_one(runs: Runs, pair: Pair) -> None:
+    """A calm user's run is in; a flood's runs end as soon as they start, two of them, then a
+    third asks, with three of the four slots free."""
+    runs.start("calm", "c0", via=pair[1])
+    runs.settle("calm", admitted=1, waiting=0)
+    for n in range(2):
+        runs.start("flood", f"f{n}", via=pair[n % 2])
+        runs.admitted(2 + n)
+        runs.finish(f"f{n}")
+        runs.settle("flood", admitted=0, waiting=0)
+    runs.start("flood", "f2")
+
+
+@pytest.fixture
+def slow_pace(monkeypatch) -> None:
+    """A burst of two starts, then one start per ~500 s; RECENT_S off, so a user is busy only
+    while a run of it is in or waiting."""
+    monkeypatch.setattr(fairshare, "START_BURST", 2.0)
+    monkeypatch.setattr(fairshare, "STARTS_PER_SLOT_S", 0.001)
+    monkeypatch.setattr(fairshare, "RECENT_S", 0.0)
+
+
+@pytest.mark.usefixtures("slow_pace")
+def test_beside_a_busy_user_a_flood_of_quick_runs_starts_at_its_pace(pair: Pair, runs_of):
+    runs = runs_of(capacity=4)
+    flood_of_quick_runs_beside_a_calm_one(runs, pair)
+    # Past its burst the flood waits though slots are free; the calm user's next run does not.
+    runs.settle("flood", admitted=0, waiting=1)
+    runs.start("calm", "c1", via=pair[0])
+    runs.settle("calm", admitted=2, waiting=0)
+    assert runs.admitted(4) == ["c0", "f0", "f1", "c1"]
+    # Alone, the flood is not paced: its waiting run starts as the calm user's last one ends.
+    runs.finish("c0")
+    runs.finish("c1")
+    runs.settle("flood", admitted=1, waiting=0)
+    assert runs.admitted(5)[4] == "f2"
+    assert runs.refused == []
+
+
+@pytest.mark.sabotage
+@pytest.mark.usefixtures("slow_pace")
+def test_sabotage_without_a_pace_a_flood_starts_its_quick_runs_back_to_back(
+    pair: Pair, runs_of, monkeypatch
+):
+    monkeypatch.setattr(fairshare, "STARTS_PER_SLOT_S", 1e9)
+    runs = runs_of(capacity=4)
+    flood_of_quick_runs_beside_a_calm_one(runs, pair)
+    # The breach: the flood's third quick run starts at once, and the next, and the next.
+    runs.settle("flood", admitted=1, waiting=0)
+
+
+def test_a_paced_run_starts_when_its_pace_allows_with_no_slot_freed(
+    pair: Pair, runs_of, monkeypatch
+):
+    monkeypatch.setattr(fairshare, "START_BURST", 2.0)
+    # Two busy users on 4 slots: 2 starts/s each, the next in under half a second.
+    monkeypatch.setattr(fairshare, "STARTS_PER_SLOT_S", 1.0)
+    monkeypatch.setattr(fairshare, "RECENT_S", 0.0)
+    runs = runs_of(capacity=4)
+    flood_of_quick_runs_beside_a_calm_one(runs, pair)
+    runs.settle("flood", admitted=1, waiting=0)  # the calm user's run is still in
+    assert runs.admitted(4) == ["c0", "f0", "f1", "f2"]
+    assert runs.refused == []
+
+
 def test_past_its_queue_a_users_run_is_refused_at_once_naming_the_limit(pair: Pair, runs_of):
     runs = runs_of(capacity=1, queue=1)
     runs.start("flood", "f0")

@@ -113,6 +113,7 @@ test-fault: $(VENV)/.installed-dev $(LAUNCHER)
 bench: $(VENV)/.installed-dev sandbox
 	$(PY) tests/bench/bench_executor.py
 	$(PY) tests/bench/bench_api.py
+	$(PY) tests/bench/bench_flood.py
 	$(PY) tests/bench/bench_stream.py
 	$(PY) tests/bench/bench_db.py
 	$(PY) tests/bench/bench_sessions.py

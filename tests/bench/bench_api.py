@@ -147,6 +147,13 @@ def parallel(port: int, token: str) -> float:
 def served() -> Iterator[tuple[int, str]]:
     """The app served on 127.0.0.1 with a database of its own and one user's token: (port,
     token). The server is stopped on exit."""
+    with served_for(("bench",)) as (port, tokens):
+        yield port, tokens["bench"]
+
+
+@contextmanager
+def served_for(users: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    """As served(), with a user and a token for each name: (port, name -> token)."""
     var = tempfile.mkdtemp(prefix="undoable-bench-")
     env = {
         **os.environ,
@@ -157,13 +164,13 @@ def served() -> Iterator[tuple[int, str]]:
         "UNDOABLE_LOG_LEVEL": "WARNING",
     }
     manage(env, "migrate", "--noinput")
-    create_user = "from django.contrib.auth.models import User; User.objects.create_user('bench')"
-    manage(env, "shell", "-c", create_user)
-    token = manage(env, "create_api_token", "bench").splitlines()[-1]
+    create = "from django.contrib.auth.models import User\nfor name in {!r}: User.objects.create_user(name)"
+    manage(env, "shell", "-c", create.format(users))
+    tokens = {name: manage(env, "create_api_token", name).splitlines()[-1] for name in users}
     port = free_port()
     server = start_server(env, port)
     try:
-        yield port, token
+        yield port, tokens
     finally:
         server.terminate()
         server.wait(10)

@@ -164,8 +164,11 @@ def served_for(users: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
         "UNDOABLE_LOG_LEVEL": "WARNING",
     }
     manage(env, "migrate", "--noinput")
-    create = "from django.contrib.auth.models import User\nfor name in {!r}: {}"
-    manage(env, "shell", "-c", create.format(users, "User.objects.create_user(name)"))
+    create_users = (
+        "from django.contrib.auth.models import User\n"
+        f"for name in {users!r}:\n    User.objects.create_user(name)"
+    )
+    manage(env, "shell", "-c", create_users)
     tokens = {name: manage(env, "create_api_token", name).splitlines()[-1] for name in users}
     port = free_port()
     server = start_server(env, port)

@@ -267,7 +267,7 @@ AGENTS_RATE_PER_MINUTE = env_int("AGENTS_RATE_PER_MINUTE", 6000, minimum=1)
 AGENTS_RATE_BURST = env_int("AGENTS_RATE_BURST", 600, minimum=1)
 # Runs in flight at once per token (stateless exec and session cells together). Past it a request
 # waits up to AGENTS_SLOT_WAIT_S for a slot, if fewer than AGENTS_MAX_WAITING_PER_TOKEN wait;
-# waiters hold an AGENTS_EXEC_THREADS thread, so running + waiting stays under that pool.
+# waiters hold a thread each of the 256 the web process keeps for runs (webapp/agents/exec_api.py).
 AGENTS_MAX_CONCURRENT_PER_TOKEN = env_int("AGENTS_MAX_CONCURRENT_PER_TOKEN", 16, minimum=1)
 AGENTS_MAX_WAITING_PER_TOKEN = env_int("AGENTS_MAX_WAITING_PER_TOKEN", 8, minimum=0)
 AGENTS_SLOT_WAIT_S = env_float("AGENTS_SLOT_WAIT_S", 5.0, minimum=0)
@@ -276,13 +276,16 @@ AGENTS_SLOT_WAIT_S = env_float("AGENTS_SLOT_WAIT_S", 5.0, minimum=0)
 # AGENTS_MAX_WAITING_PER_USER of its runs wait.
 AGENTS_MAX_RUNS_PER_HOST = env_int("AGENTS_MAX_RUNS_PER_HOST", 0, minimum=0)
 AGENTS_MAX_WAITING_PER_USER = env_int("AGENTS_MAX_WAITING_PER_USER", 16, minimum=0)
+# How long a web process trusts a token it found active before looking it up again (0: every
+# request). A revocation is seen at once by the process that made it, by the others within this.
+AGENTS_TOKEN_RECHECK_S = env_float("AGENTS_TOKEN_RECHECK_S", 1.0, minimum=0)
 AGENTS_MAX_BODY_BYTES = env_int("AGENTS_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
 AGENTS_MAX_CODE_BYTES = env_int("AGENTS_MAX_CODE_BYTES", 256 * 1024, minimum=1024)
 AGENTS_MAX_FILES_BYTES = env_int("AGENTS_MAX_FILES_BYTES", 2 * 1024 * 1024, minimum=0)
 AGENTS_MAX_FILES = env_int("AGENTS_MAX_FILES", 64, minimum=0)
 AGENTS_MAX_STDIN_BYTES = env_int("AGENTS_MAX_STDIN_BYTES", 1024 * 1024, minimum=0)
 AGENTS_DEFAULT_TIMEOUT_S = env_float("AGENTS_DEFAULT_TIMEOUT_S", 10.0, minimum=0.1)
-# Threads that wait on sandboxes, so the event loop never blocks on a run.
+# Threads for the sessions API's other blocking work (its files, its rate), off the event loop.
 AGENTS_EXEC_THREADS = env_int("AGENTS_EXEC_THREADS", 32, minimum=1)
 AGENTS_MAX_SESSIONS_PER_USER = env_int("AGENTS_MAX_SESSIONS_PER_USER", 8, minimum=1)
 AGENTS_SESSION_IDLE_S = env_float("AGENTS_SESSION_IDLE_S", 600.0, minimum=1)

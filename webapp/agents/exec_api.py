@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
@@ -14,7 +15,7 @@ from ninja import Router, Schema
 
 from executor import RunResult
 from webapp.agents import conf
-from webapp.agents.exec_services import exec_build_spec, exec_run, in_pool, result_json
+from webapp.agents.exec_services import exec_build_spec, exec_run, result_json
 from webapp.agents.fairshare import ShareExceeded, host_capacity, refused_recently
 from webapp.agents.quota import get_admission, get_limiter
 from webapp.agents.schemas import ExecIn
@@ -22,10 +23,11 @@ from webapp.agents.schemas import ExecIn
 router = Router(tags=["exec"])
 T = TypeVar("T")
 
-# Requests waiting for a slot or an admission block a thread each. The queue caps bound them
-# per token and per user; these threads are the bound across all users (past it, a request
-# queues here before it even asks).
-_waits = ThreadPoolExecutor(max_workers=256, thread_name_prefix="agents-quota")
+# A run request holds one of these threads from asking for its slots to the end of its run:
+# waiting for a slot or an admission blocks it, and the run itself waits on the sandbox there.
+# The queue caps bound the waiters per token and per user, the host's admission the runs; these
+# threads are the bound across all users (past it, a request queues here before it even asks).
+_admitted = ThreadPoolExecutor(max_workers=256, thread_name_prefix="agents-run")
 
 
 class ExecOut(Schema):
@@ -100,38 +102,39 @@ def quota_enter(key: object, user: object) -> ExitStack:
         return stack.pop_all()
 
 
-def _run_then_release(held: ExitStack, work: Callable[[], T]) -> T:
-    with held:
+class Abandoned(Exception):
+    """The request went away while its run waited for its slots: the run was not started."""
+
+
+def _enter_then_run(key: object, user: object, work: Callable[[], T], gone: threading.Event) -> T:
+    with quota_enter(key, user):
+        if gone.is_set():
+            raise Abandoned
         return work()
 
 
-def _release_if_taken(entering: asyncio.Future[ExitStack]) -> None:
-    # The request went away while its slots were being taken: give them back once they are.
-    if not entering.cancelled() and entering.exception() is None:
-        _waits.submit(entering.result().close)
-
-
 async def within_quota(key: object, user: object, work: Callable[[], T]) -> T:
-    """Run `work` on an exec thread once quota_enter has let it in, then release.
+    """Run `work` once quota_enter has let it in, then release; both on one thread of _admitted.
 
-    The wait happens on a thread of _waits, not of the exec pool, so a flood's waiting requests
-    never fill the exec threads that other users' admitted runs need. A user refused admission
-    is refused again, its answer held past the Retry-After (fairshare.RefusedRecently).
+    One thread for the wait and the run, without a hop back to the event loop between them
+    (docs/benchmarks.md, "Fewer hops"). A user refused admission is refused again, its answer
+    held past the Retry-After (fairshare.RefusedRecently).
     """
     if (again := refused_recently.again(user)) is not None:
         hold_s, refused = again
         await asyncio.sleep(hold_s)  # on the event loop: no thread held while the answer waits
         raise refused
-    entering = asyncio.get_running_loop().run_in_executor(_waits, quota_enter, key, user)
+    gone = threading.Event()
+    loop = asyncio.get_running_loop()
     try:
-        held = await asyncio.shield(entering)
+        return await loop.run_in_executor(_admitted, _enter_then_run, key, user, work, gone)
     except ShareExceeded as refused:
         refused_recently.note(user, refused)
         raise
     except asyncio.CancelledError:
-        entering.add_done_callback(_release_if_taken)
+        # A thread cannot be stopped: one still waiting gives its slots back once it has them.
+        gone.set()
         raise
-    return await in_pool(_run_then_release, held, work)
 
 
 def render_result(request: HttpRequest, result: RunResult, combined: str) -> HttpResponse:

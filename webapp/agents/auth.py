@@ -17,8 +17,9 @@ from django.http import HttpRequest
 from ninja.security import HttpBearer
 
 from webapp.agents.models import ApiToken
+from webapp.agents.recent_tokens import recent_tokens
 from webapp.agents.refused_early import known_bearers
-from webapp.agents.tokens import token_authenticate
+from webapp.agents.tokens import token_authenticate, token_digest
 
 # Lookups take ~0.1 ms; two threads keep one slow query (a locked SQLite file, a database
 # restarting) from holding up every request.
@@ -47,7 +48,13 @@ class TokenAuth(HttpBearer):
     async def authenticate(self, request: HttpRequest, token: str) -> ApiToken | None:
         loop = asyncio.get_running_loop()
         secret = token.strip()
-        found = await loop.run_in_executor(_lookups, token_lookup, secret)
+        digest = token_digest(secret)
+        found = recent_tokens.get(digest)
+        if found is None:
+            looked_up_after = recent_tokens.forgotten
+            found = await loop.run_in_executor(_lookups, token_lookup, secret)
+            if found is not None:
+                recent_tokens.note(digest, found, looked_up_after=looked_up_after)
         if found is not None:
             known_bearers.note(secret, found.owner_id)  # see webapp.agents.refused_early
         return found

@@ -32,7 +32,7 @@ class NewToken:
     secret: str  # shown once, never stored
 
 
-def _hash(secret: str) -> str:
+def token_digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
@@ -40,7 +40,10 @@ def token_create(*, owner: User, name: str = "") -> NewToken:
     """Create a token for `owner`; the returned secret is the only copy that will ever exist."""
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)  # 256 bits of entropy
     token = ApiToken.objects.create(
-        owner=owner, name=name[:100], prefix=secret[: len(TOKEN_PREFIX) + 6], hashed=_hash(secret)
+        owner=owner,
+        name=name[:100],
+        prefix=secret[: len(TOKEN_PREFIX) + 6],
+        hashed=token_digest(secret),
     )
     logger.info("api token created", extra={"token_id": token.pk, "user_id": owner.pk})
     return NewToken(token=token, secret=secret)
@@ -75,7 +78,7 @@ def token_authenticate(secret: str) -> ApiToken | None:
     """The active token whose secret this is, or None. The owner is loaded with it."""
     if not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
         return None
-    digest = _hash(secret)
+    digest = token_digest(secret)
     token = _first(ApiToken.objects.raw(_TOKEN_BY_HASH, [digest]))
     # The lookup is by hash (so timing reveals nothing about the secret); compare again in
     # constant time so a database collation quirk can never match a different hash.

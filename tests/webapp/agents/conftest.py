@@ -13,6 +13,7 @@ from django.test import Client
 
 from webapp.agents.fairshare import local_admission, refused_recently
 from webapp.agents.ratelimit import local_limiter
+from webapp.agents.recent_tokens import recent_tokens
 from webapp.agents.refused_early import known_bearers
 from webapp.agents.session_services import reset_session_manager
 from webapp.agents.tokens import token_create
@@ -66,11 +67,13 @@ def _fresh_quota() -> Iterator[None]:
     refused_recently.reset()
     known_bearers.reset()
     local_admission.forget_recent()
+    recent_tokens.clear()
     yield
     local_limiter.reset()
     refused_recently.reset()
     known_bearers.reset()
     local_admission.forget_recent()
+    recent_tokens.clear()
 
 
 @pytest.fixture

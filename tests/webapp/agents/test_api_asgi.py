@@ -15,7 +15,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from webapp.agents.tokens import token_create
+from webapp.agents.tokens import token_create, token_revoke
 from webapp.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -83,7 +83,7 @@ async def test_a_token_needs_no_csrf_token_and_a_revoked_one_is_refused_at_once(
     async with _client() as client:
         first = await client.post("/api/v1/exec", json={"code": "print(3)"}, headers=headers)
         await database_sync_to_async(
-            lambda: user.api_tokens.update(revoked_at="2026-01-01T00:00Z")
+            lambda: token_revoke(owner=user, token_id=user.api_tokens.get().pk)
         )()
         second = await client.post("/api/v1/exec", json={"code": "print(4)"}, headers=headers)
     assert (first.status_code, first.text) == (200, "3\n")

@@ -55,34 +55,34 @@ async def asgi_post(path: str, token: str, body: dict[str, Any]) -> tuple[int, d
 
 
 @pytest.fixture
-def lookups(monkeypatch) -> list[str]:
-    """The token lookups Django's side made (one per request that reached the API's views)."""
+def authentications(monkeypatch) -> list[str]:
+    """The tokens Django's side authenticated (one per request that reached the API's views)."""
     seen: list[str] = []
-    real = auth.token_lookup
+    real = auth.TokenAuth.authenticate
 
-    def counted(secret: str) -> Any:
-        seen.append(secret)
-        return real(secret)
+    async def counted(self: auth.TokenAuth, request: Any, token: str) -> Any:
+        seen.append(token)
+        return await real(self, request, token)
 
-    monkeypatch.setattr(auth, "token_lookup", counted)
+    monkeypatch.setattr(auth.TokenAuth, "authenticate", counted)
     monkeypatch.setattr(refused_recently, "jitter", lambda: 0.0)
     return seen
 
 
-async def refused_twice(owner, lookups: list[str]) -> tuple[tuple[int, dict, Any], int]:
+async def refused_twice(owner, authentications: list[str]) -> tuple[tuple[int, dict, Any], int]:
     """The owner refused once through Django (the host's one slot is its own), then its next
-    run request; returns that answer and how many lookups it made."""
+    run request; returns that answer and how many authentications it reached."""
     with get_admission().admit(owner.user.pk, capacity=1, wait_s=0, queue=0):
         status, _, first = await asgi_post("/api/v1/exec", owner.token, {"code": "print(1)"})
         assert status == 429, first
-        before = len(lookups)
+        before = len(authentications)
         again = await asgi_post("/api/v1/exec", owner.token, {"code": "print(2)"})
-    return again, len(lookups) - before
+    return again, len(authentications) - before
 
 
 @pytest.mark.asyncio
-async def test_a_refused_users_next_run_is_answered_before_django(owner, lookups):
-    (status, headers, body), reached_django = await refused_twice(owner, lookups)
+async def test_a_refused_users_next_run_is_answered_before_django(owner, authentications):
+    (status, headers, body), reached_django = await refused_twice(owner, authentications)
     assert reached_django == 0
     assert status == 429
     assert body == {"error": "at most 1 runs at once on this server, shared by 1 busy users"}
@@ -94,17 +94,17 @@ async def test_a_refused_users_next_run_is_answered_before_django(owner, lookups
 @pytest.mark.asyncio
 @pytest.mark.sabotage
 async def test_sabotage_without_the_known_bearers_every_refused_run_reaches_django(
-    owner, lookups, monkeypatch
+    owner, authentications, monkeypatch
 ):
     monkeypatch.setattr(known_bearers, "owner", lambda secret: None)
-    (status, _, _), reached_django = await refused_twice(owner, lookups)
+    (status, _, _), reached_django = await refused_twice(owner, authentications)
     # The breach: the flood's request paid for Django again (and was refused there).
     assert status == 429
     assert reached_django == 1
 
 
 @pytest.mark.asyncio
-async def test_another_users_run_is_not_held_by_a_refused_one(owner, stranger, lookups):
+async def test_another_users_run_is_not_held_by_a_refused_one(owner, stranger, authentications):
     with get_admission().admit(owner.user.pk, capacity=1, wait_s=0, queue=0):
         status, _, _ = await asgi_post("/api/v1/exec", owner.token, {"code": "print(1)"})
         assert status == 429

@@ -10,7 +10,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 from django.db.backends.signals import connection_created
-from django.test import Client
+from django.test import Client, override_settings
 
 from webapp.agents import auth
 from webapp.agents.models import ApiToken
@@ -134,6 +134,7 @@ def test_token_forms_need_csrf(owner):
     assert browser.post("/agents/tokens/new/", {"name": "x"}).status_code == 403
 
 
+@override_settings(AGENTS_TOKEN_RECHECK_S=0)  # every request looks its token up
 def test_token_lookups_keep_their_database_connections_between_requests(owner, monkeypatch):
     lookups = ThreadPoolExecutor(max_workers=2, thread_name_prefix="test-lookup")
     monkeypatch.setattr(auth, "_lookups", lookups)

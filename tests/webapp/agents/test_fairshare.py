@@ -17,6 +17,7 @@ import pytest
 import redis
 from django.test import Client, override_settings
 
+from tests.fakes.clock import ManualClock
 from tests.servers import RedisServer
 from webapp.agents import exec_api, fairshare
 from webapp.agents.fairshare import Admission, FairAdmission, refused_recently
@@ -386,24 +387,15 @@ def test_sabotage_with_every_user_one_tenant_the_flood_holds_the_other_out(
     assert still_queued == 3
 
 
-class Clock:
-    """A clock the test moves by hand, for the Retry-After of a refusal."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock(monkeypatch) -> Clock:
-    fake = Clock()
+def clock(monkeypatch) -> ManualClock:
+    """For the Retry-After of a refusal."""
+    fake = ManualClock()
     monkeypatch.setattr(refused_recently, "clock", fake)
     return fake
 
 
-def refused_then_freed(owner, clock: Clock) -> Any:
+def refused_then_freed(owner, clock: ManualClock) -> Any:
     """The owner's run refused (the host's one slot is its own, no waiting), then the slot
     freed; returns the answer to the owner's next exec half a Retry-After later."""
     with get_admission().admit(owner.user.pk, capacity=1, wait_s=0, queue=0):

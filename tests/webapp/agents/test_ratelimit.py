@@ -11,6 +11,7 @@ import redis
 from django.test import override_settings
 from limits.strategies import MovingWindowRateLimiter
 
+from tests.fakes.clock import ManualClock
 from tests.servers import RedisServer
 from webapp.agents.models import ApiToken
 from webapp.agents.quota import get_limiter
@@ -20,19 +21,10 @@ from webapp.agents.ratelimit_redis import RedisRateLimiter
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-class FakeClock:
-    """The wall clock (time.time) that limits' storage and the Retry-After both read."""
-
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    fake = FakeClock()
+def clock(monkeypatch: pytest.MonkeyPatch) -> ManualClock:
+    """The wall clock (time.time) that limits' storage and the Retry-After both read."""
+    fake = ManualClock(1_000_000.0)
     monkeypatch.setattr(time, "time", fake)
     return fake
 

@@ -8,6 +8,7 @@ from django.db.models.signals import post_save
 from django.test import override_settings
 from django.utils import timezone
 
+from tests.fakes.clock import ManualClock
 from webapp.agents import auth, recent_tokens
 from webapp.agents.models import ApiToken
 from webapp.agents.recent_tokens import RecentTokens
@@ -16,17 +17,9 @@ from webapp.agents.tokens import token_revoke
 pytestmark = pytest.mark.django_db
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock(monkeypatch) -> Clock:
-    fake = Clock()
+def clock(monkeypatch) -> ManualClock:
+    fake = ManualClock()
     monkeypatch.setattr(recent_tokens.recent_tokens, "clock", fake)
     return fake
 

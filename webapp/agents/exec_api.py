@@ -27,7 +27,7 @@ T = TypeVar("T")
 # waiting for a slot or an admission blocks it, and the run itself waits on the sandbox there.
 # The queue caps bound the waiters per token and per user, the host's admission the runs; these
 # threads are the bound across all users (past it, a request queues here before it even asks).
-_admitted = ThreadPoolExecutor(max_workers=256, thread_name_prefix="agents-run")
+_runs = ThreadPoolExecutor(max_workers=256, thread_name_prefix="agents-run")
 
 
 class ExecOut(Schema):
@@ -114,7 +114,7 @@ def _enter_then_run(key: object, user: object, work: Callable[[], T], gone: thre
 
 
 async def within_quota(key: object, user: object, work: Callable[[], T]) -> T:
-    """Run `work` once quota_enter has let it in, then release; both on one thread of _admitted.
+    """Run `work` once quota_enter has let it in, then release; both on one thread of _runs.
 
     One thread for the wait and the run, without a hop back to the event loop between them
     (docs/benchmarks.md, "Fewer hops"). A user refused admission is refused again, its answer
@@ -127,7 +127,7 @@ async def within_quota(key: object, user: object, work: Callable[[], T]) -> T:
     gone = threading.Event()
     loop = asyncio.get_running_loop()
     try:
-        return await loop.run_in_executor(_admitted, _enter_then_run, key, user, work, gone)
+        return await loop.run_in_executor(_runs, _enter_then_run, key, user, work, gone)
     except ShareExceeded as refused:
         refused_recently.note(user, refused)
         raise

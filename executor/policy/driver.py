@@ -23,6 +23,9 @@ import resource
 import sys
 
 WORKDIR = "/workspace"
+# Modules a zygote template imported for every run (zygote_child.PRELOAD and what they import);
+# none in a sandbox of its own.
+PRELOADED: frozenset[str] = frozenset()
 OUTPUT = "/workspace/output"  # executor/images.py: the host decides what of it is shown
 
 
@@ -47,6 +50,16 @@ def _write_files(files):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as out:
             out.write(blob)
+
+
+def _unshadow_preloaded(files):
+    """A job's own `json.py` or `string/` is what `import json` finds, as in a fresh interpreter
+    (the workspace comes first on sys.path), not the module the template preloaded."""
+    tops = {name.split("/", 1)[0] for name in files}
+    tops = {top[:-3] if top.endswith(".py") else top for top in tops}
+    for module in PRELOADED:
+        if module.split(".", 1)[0] in tops:
+            sys.modules.pop(module, None)
 
 
 def _report_exception(exc):
@@ -207,6 +220,7 @@ def _child(job, status_fd, main):
     os.close(status_fd)
     os.environ.update(job["env"])
     _write_files(job["files"])
+    _unshadow_preloaded(job["files"])
     _apply_limits(job["rlimits"])
     if job["language"] == "bash":
         _run_bash(job)

@@ -51,6 +51,25 @@ SIOCSIFFLAGS = 0x8914
 IFF_UP = 1
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 DEV_SHM_BYTES = 16 * 1024 * 1024
+# The standard modules LLM-written programs import most, imported once here so no run pays for
+# them (`import typing` alone is ~8 ms of a fresh interpreter's CPU; docs/zygote.md). None of
+# them draws or holds random state: `random`, `tempfile`, `uuid`, `secrets` and OpenSSL
+# (`hashlib`, `ssl`) stay out, or every run would start from the template's same generator.
+PRELOAD = (
+    "bisect",
+    "collections",
+    "copy",
+    "datetime",
+    "functools",
+    "heapq",
+    "itertools",
+    "json",
+    "math",
+    "operator",
+    "re",
+    "string",
+    "typing",
+)
 # Request: b"run HARD_S TMP_BYTES WORKDIR_BYTES" with these fds, in this order.
 FDS = ("stdin", "stdout", "stderr", "job", "status", "place")
 
@@ -328,4 +347,9 @@ def start(payload, control_fd):
     """Entry point (the bootstrap in backends/bwrap/zygote.py hands over the host's payload)."""
     driver = type(sys)("undoable_driver")
     exec(compile(payload["driver"], "driver.py", "exec"), driver.__dict__)  # noqa: S102
+    loaded = set(sys.modules)
+    for name in PRELOAD:
+        __import__(name)
+    # The driver gives a job's own module of the same name precedence over these.
+    driver.__dict__["PRELOADED"] = frozenset(sys.modules.keys() - loaded)
     serve(driver, control_fd, payload["bpf"], payload["caps"])

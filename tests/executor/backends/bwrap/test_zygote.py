@@ -45,15 +45,17 @@ def backend() -> Iterator[BwrapBackend]:
     built.close()
 
 
-def run(backend: BwrapBackend, code: str, limits: Limits = LIMITS) -> RunResult:
+def run(
+    backend: BwrapBackend, code: str, limits: Limits = LIMITS, files: dict[str, bytes] | None = None
+) -> RunResult:
     before = backend.zygote_runs
-    result = backend.run(RunSpec(code=code), limits=limits)
+    result = backend.run(RunSpec(code=code, files=files or {}), limits=limits)
     assert backend.zygote_runs == before + 1, "the run did not come from the zygote"
     return result
 
 
 LEAVE_TRACES = f"""
-import os, random, socket, subprocess, json
+import os, random, socket, subprocess, json, typing
 open('/tmp/left', 'w').write('x')
 open('/workspace/left', 'w').write('x')
 subprocess.Popen(['sleep', '60'], start_new_session=True)
@@ -65,13 +67,13 @@ if os.fork() == 0:  # a daemon keeps the listener open after the program ends
     os.setsid()
     import time
     time.sleep(60)
-json.LEFT_BEHIND = True
+json.LEFT_BEHIND = typing.LEFT_BEHIND = True  # modules the template preloaded
 os.environ['LEFT_BEHIND'] = '1'
 print(random.random())
 """
 
 FIND_TRACES = f"""
-import os, random, socket, json
+import os, random, socket, json, typing
 found = [path for path in ('/tmp/left', '/workspace/left') if os.path.exists(path)]
 for pid in (p for p in os.listdir('/proc') if p.isdigit()):
     if b'sleep' in open(f'/proc/{{pid}}/cmdline', 'rb').read():
@@ -81,7 +83,7 @@ try:
     found.append('listener')
 except OSError:
     pass
-if hasattr(json, 'LEFT_BEHIND') or 'LEFT_BEHIND' in os.environ:
+if hasattr(json, 'LEFT_BEHIND') or hasattr(typing, 'LEFT_BEHIND') or 'LEFT_BEHIND' in os.environ:
     found.append('module state')
 print(found)
 print(random.random())
@@ -179,12 +181,39 @@ def check_the_memory_limit_is_the_runs_own(backend: BwrapBackend) -> None:
     assert (result.limit, result.oom_killed) == ("memory", True), result.stderr[-500:]
 
 
+# Modules that draw or hold random state: preloaded, every run would fork the same state.
+STATEFUL_MODULES = ("random", "_random", "tempfile", "uuid", "secrets", "_hashlib", "_ssl")
+LOADED_BEFORE_THE_PROGRAM = f"""
+import sys
+print(sorted(name for name in {STATEFUL_MODULES!r} if name in sys.modules))
+print('typing' in sys.modules)
+"""
+
+
+def check_preloaded_modules_hold_no_random_state(backend: BwrapBackend) -> None:
+    result = run(backend, LOADED_BEFORE_THE_PROGRAM)
+    assert result.exit_code == 0, result.stderr
+    stateful, typing_preloaded = result.stdout.splitlines()
+    assert stateful == "[]"
+    assert typing_preloaded == "True"  # the zygote preloads: this check is not vacuous
+
+
 def test_two_consecutive_runs_share_nothing(backend):
     check_consecutive_runs_share_nothing(backend)
 
 
 def test_a_concurrent_run_cannot_see_or_signal_another(backend):
     check_a_concurrent_run_cannot_see_or_signal_another(backend)
+
+
+def test_preloaded_modules_hold_no_random_state(backend):
+    check_preloaded_modules_hold_no_random_state(backend)
+
+
+def test_a_jobs_own_module_wins_over_a_preloaded_one(backend):
+    files = {"string.py": b"WHOSE = 'the job'\n", "json/__init__.py": b"WHOSE = 'the job'\n"}
+    result = run(backend, "import string, json; print(string.WHOSE, json.WHOSE)", files=files)
+    assert (result.exit_code, result.stdout) == (0, "the job the job\n"), result.stderr
 
 
 def test_a_run_cannot_reach_the_template(backend):
@@ -349,6 +378,29 @@ def test_sabotage_a_run_that_may_make_user_namespaces_is_caught(monkeypatch):
     try:
         with pytest.raises(AssertionError):
             check_a_run_cannot_make_a_user_namespace(sabotaged)
+    finally:
+        sabotaged.close()
+
+
+def test_sabotage_a_template_that_preloads_random_is_caught(monkeypatch):
+    _sabotaged_child(monkeypatch, '    "typing",\n)', '    "typing",\n    "random",\n)')
+    sabotaged = make_backend()
+    try:
+        with pytest.raises(AssertionError):
+            check_preloaded_modules_hold_no_random_state(sabotaged)
+    finally:
+        sabotaged.close()
+
+
+def test_sabotage_preloaded_modules_that_shadow_the_jobs_are_caught(monkeypatch):
+    source = zygote.driver_source()
+    unshadow = '    _unshadow_preloaded(job["files"])\n'
+    assert unshadow in source
+    monkeypatch.setattr(zygote, "driver_source", lambda: source.replace(unshadow, ""))
+    sabotaged = make_backend()
+    try:
+        with pytest.raises(AssertionError):
+            test_a_jobs_own_module_wins_over_a_preloaded_one(sabotaged)
     finally:
         sabotaged.close()
 

@@ -112,6 +112,7 @@ test-fault: $(VENV)/.installed-dev $(LAUNCHER)
 
 bench: $(VENV)/.installed-dev sandbox
 	$(PY) tests/bench/bench_executor.py
+	$(PY) tests/bench/bench_executor.py --program imports --only bwrap-warm --runs 100
 	$(PY) tests/bench/bench_api.py
 	$(PY) tests/bench/bench_flood.py
 	$(PY) tests/bench/bench_stream.py

@@ -1,6 +1,11 @@
 """Executor latency: `print(1+1)` per backend, next to the bare floor, and their ratio.
 
     python tests/bench/bench_executor.py [--runs 200] [--concurrency 8] [--only bwrap-warm,...]
+        [--program print|imports]
+
+`--program imports` runs a program that imports what LLM-written code imports most (`json`,
+`re`, `typing`, `datetime`, `collections`), with the same program as the floor: the bwrap
+zygote's template has them loaded already (docs/zygote.md).
 
 For each backend mode it runs `print(1+1)` `--runs` times, sequentially and then from
 `--concurrency` threads at once, and in the same loop (same thread, right after each run)
@@ -34,8 +39,28 @@ from executor.errors import ExecutorError  # noqa: E402
 from executor.spec import RunSpec  # noqa: E402
 
 FLOOR = ["/usr/bin/python3", "-I", "-S", "-c", "print(1+1)"]
-SPEC = RunSpec(code="print(1+1)")
+PROGRAMS = {
+    "print": ("print(1+1)", "2\n"),
+    "imports": (
+        "import collections, datetime, json, re, typing\nprint(json.dumps(re.findall('a', 'aa')))",
+        '["a", "a"]\n',
+    ),
+}
 WARM_WAIT_S = 60.0
+
+
+@dataclass
+class Program:
+    code: str
+    expected: str
+
+    @property
+    def spec(self) -> RunSpec:
+        return RunSpec(code=self.code)
+
+    @property
+    def floor(self) -> list[str]:
+        return [*FLOOR[:-1], self.code]
 
 
 @dataclass
@@ -63,29 +88,29 @@ def modes(concurrency: int) -> list[Mode]:
     ]
 
 
-def one_iteration(backend: Any, samples: Samples) -> None:
+def one_iteration(backend: Any, program: Program, samples: Samples) -> None:
     started = time.perf_counter()
-    result = backend.run(SPEC, limits=executor.Limits())
+    result = backend.run(program.spec, limits=executor.Limits())
     ran = time.perf_counter()
-    floor = subprocess.run(FLOOR, capture_output=True, check=False)
+    floor = subprocess.run(program.floor, capture_output=True, check=False)
     done = time.perf_counter()
     with samples.lock:
-        if result.stdout != "2\n" or floor.stdout != b"2\n":
+        if result.stdout != program.expected or floor.stdout != program.expected.encode():
             samples.failures += 1
         samples.run_s.append(ran - started)
         samples.floor_s.append(done - ran)
 
 
-def sequential(backend: Any, runs: int, warm: bool) -> Samples:
+def sequential(backend: Any, program: Program, runs: int, warm: bool) -> Samples:
     samples = Samples()
     for _ in range(runs):
         if warm:
             backend.wait_warm(WARM_WAIT_S)  # not timed: each measured run finds a full pool
-        one_iteration(backend, samples)
+        one_iteration(backend, program, samples)
     return samples
 
 
-def concurrent(backend: Any, runs: int, threads: int, warm: bool) -> Samples:
+def concurrent(backend: Any, program: Program, runs: int, threads: int, warm: bool) -> Samples:
     samples = Samples()
     if warm:
         backend.wait_warm(WARM_WAIT_S)
@@ -97,7 +122,7 @@ def concurrent(backend: Any, runs: int, threads: int, warm: bool) -> Samples:
             with counter_lock:
                 if next(counter, None) is None:
                     return
-            one_iteration(backend, samples)
+            one_iteration(backend, program, samples)
 
     pool = [threading.Thread(target=worker) for _ in range(threads)]
     for thread in pool:
@@ -124,19 +149,18 @@ def report_line(name: str, how: str, samples: Samples) -> str:
     )
 
 
-def bench_mode(mode: Mode, runs: int, threads: int, emit: Callable[[str], None]) -> None:
+def bench_mode(
+    mode: Mode, program: Program, runs: int, threads: int, emit: Callable[[str], None]
+) -> None:
     try:
         backend = executor.create_backend(mode.backend, **mode.options)
     except (ExecutorError, ImportError) as exc:
         emit(f"{mode.name:<12} skipped: backend unavailable ({exc})")
         return
     try:
-        emit(report_line(mode.name, "sequential", sequential(backend, runs, mode.warm)))
-        emit(
-            report_line(
-                mode.name, f"{threads}-way threads", concurrent(backend, runs, threads, mode.warm)
-            )
-        )
+        emit(report_line(mode.name, "sequential", sequential(backend, program, runs, mode.warm)))
+        at_once = concurrent(backend, program, runs, threads, mode.warm)
+        emit(report_line(mode.name, f"{threads}-way threads", at_once))
     finally:
         backend.close()
 
@@ -146,20 +170,22 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--only", default="", help="comma list of modes, e.g. bwrap-warm")
+    parser.add_argument("--program", choices=sorted(PROGRAMS), default="print")
     args = parser.parse_args()
     wanted = set(filter(None, args.only.split(",")))
+    program = Program(*PROGRAMS[args.program])
 
     def emit(line: str) -> None:
         print(line, flush=True)
 
-    emit(f"print(1+1): {args.runs} runs per row; floor = {' '.join(FLOOR)} in the same loop")
+    emit(f"{program.code!r}: {args.runs} runs per row; the floor runs it bare in the same loop")
     emit(
         f"{'backend':<12} {'how':<14} {'runs':>5} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} | "
         f"{'floor50':>7} {'floor90':>7} {'floor99':>7} | {'p50/floor':>7}"
     )
     for mode in modes(args.concurrency):
         if not wanted or mode.name in wanted:
-            bench_mode(mode, args.runs, args.concurrency, emit)
+            bench_mode(mode, program, args.runs, args.concurrency, emit)
 
 
 if __name__ == "__main__":

@@ -4,17 +4,15 @@ from an already-initialised interpreter (docs/zygote.md; host side: backends/bwr
 The template runs in a bwrap sandbox of its own (read-only root, no network, capabilities
 dropped) under a seccomp filter that still lets it unshare and mount. It never runs user code
 and never sees a run's job: code, environment and files go from the host straight to the
-program on the job pipe. Per request (one SEQPACKET message carrying the run's pipes) it forks:
-
-  A (in the template's namespaces) unshares fresh user, mount, pid, net, ipc and uts
-    namespaces, maps its own uid, brings up lo and mounts size-capped tmpfs on /workspace,
-    /tmp and /dev/shm; then forks B and waits for it (the template kills A at the run's hard
-    deadline, and B dies with A);
-  B is PID 1 of the new pid namespace: it mounts a fresh /proc, forbids further user
-    namespaces, asks the host to put it in the run's cgroups (the kernel tells the host its
-    pid: SCM_CREDENTIALS) and waits for "go"; then unshares a cgroup namespace, starts a new
-    session, drops every capability, sets no_new_privs, loads the same seccomp BPF every bwrap
-    sandbox runs under, and becomes the supervisor of executor/policy/driver.py.
+program on the job pipe. Per request (one SEQPACKET message carrying the run's pipes) it
+clones the run's first process straight into fresh user, mount, pid, net, ipc and uts
+namespaces (the template kills it at the run's hard deadline). That process, PID 1 of the new
+pid namespace, maps its own uid, brings up lo, mounts size-capped tmpfs on /workspace, /tmp
+and /dev/shm and a fresh /proc, forbids further user namespaces, asks the host to put it in
+the run's cgroups (the kernel tells the host its pid: SCM_CREDENTIALS) and waits for "go";
+then unshares a cgroup namespace, starts a new session, drops every capability, sets
+no_new_privs, loads the same seccomp BPF every bwrap sandbox runs under, and becomes the
+supervisor of executor/policy/driver.py.
 
 Like driver.py this file is sent as source and never imported by the host.
 """
@@ -45,7 +43,10 @@ PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
+SIGCHLD = 17
 SIGKILL = 9
+# clone(2)'s number; its first two arguments (flags, new stack) are the same on both.
+SYS_CLONE = {"x86_64": 56, "aarch64": 220}
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 1
@@ -74,6 +75,8 @@ PRELOAD = (
 FDS = ("stdin", "stdout", "stderr", "job", "status", "place")
 
 _libc = ctypes.CDLL(None, use_errno=True)
+# The same C library, called without releasing the GIL (see _clone_run).
+_libc_holding_gil = ctypes.PyDLL(None, use_errno=True)
 
 
 def _check(result, what):
@@ -138,7 +141,14 @@ def _prepared(bpf):
     fprog = _SockFprog(len(bpf) // 8, ctypes.addressof(program))
     with open("/proc/sys/kernel/cap_last_cap") as last:
         cap_last = int(last.read())
-    return {"program": program, "fprog": fprog, "cap_last": cap_last}
+    return {
+        "program": program,
+        "fprog": fprog,
+        "cap_last": cap_last,
+        "clone": SYS_CLONE[os.uname().machine],
+        # A run's first process reads no ids of its own before it has mapped them.
+        "ids": (os.getuid(), os.getgid()),
+    }
 
 
 def _drop_capabilities(cap_last):
@@ -171,10 +181,46 @@ def _close_fds_except(keep):
     os.closerange(last + 1, 1 << 20)
 
 
-def _run_init(driver, fds, prepared, caps):
-    """B: PID 1 of the run's pid namespace; ends as the run's supervisor."""
+def _clone_run(number):
+    """fork(), with the child in fresh namespaces as PID 1 of a pid namespace of its own.
+
+    Python has no clone(); the raw system call with no new stack returns twice, as fork()
+    does, without fork()'s after-fork work in the child. None is needed: the template has one
+    thread and holds no lock here, the GIL is held across the call (PyDLL), so the child
+    returns holding it like the parent, and the child starts its program with os.fork(),
+    which does that work in the program's process.
+    """
+    syscall = _libc_holding_gil.syscall
+    syscall.restype = ctypes.c_long
+    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+    pid = syscall(ctypes.c_long(number), ctypes.c_ulong(flags | SIGCHLD), *[ctypes.c_ulong(0)] * 4)
+    if pid < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"clone: {os.strerror(err)}")
+    return pid
+
+
+def _enter_own_namespaces(ids, sizes):
+    """The run's namespaces, fresh from clone: its uid, hostname, loopback and scratch mounts."""
+    uid, gid = ids
+    tmp_bytes, workdir_bytes = sizes
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    socket.sethostname("sandbox")
+    _loopback_up()
+    flags = MS_NOSUID | MS_NODEV
+    _mount("tmpfs", "/workspace", "tmpfs", flags, f"size={workdir_bytes},mode=0700")
+    _mount("tmpfs", "/tmp", "tmpfs", flags, f"size={tmp_bytes},mode=1777")
+    _mount("tmpfs", "/dev/shm", "tmpfs", flags, f"size={DEV_SHM_BYTES},mode=1777")
+    os.chdir("/")
+
+
+def _run_init(driver, fds, sizes, prepared, caps):
+    """The run's first process, PID 1 of its pid namespace; ends as the run's supervisor."""
     stdin, stdout, stderr, job, status, place = fds
-    _prctl(PR_SET_PDEATHSIG, SIGKILL)
+    _prctl(PR_SET_PDEATHSIG, SIGKILL)  # it ends with the template
+    _enter_own_namespaces(prepared["ids"], sizes)
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
     # Nothing in the run may create a user namespace (and regain capabilities in it).
     _write("/proc/sys/user/max_user_namespaces", "0")
@@ -193,36 +239,6 @@ def _run_init(driver, fds, prepared, caps):
     _seccomp(prepared["fprog"])
     _prctl(PR_SET_PDEATHSIG, SIGKILL)
     driver.main(job, status, *caps)
-    os._exit(0)
-
-
-def _start_run(driver, fds, sizes, prepared, caps):
-    """A: the run's namespaces and scratch mounts, then B; waits for B."""
-    tmp_bytes, workdir_bytes = sizes
-    uid, gid = os.getuid(), os.getgid()
-    _unshare(
-        CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
-    )
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"{uid} {uid} 1")
-    _write("/proc/self/gid_map", f"{gid} {gid} 1")
-    socket.sethostname("sandbox")
-    _loopback_up()
-    flags = MS_NOSUID | MS_NODEV
-    _mount("tmpfs", "/workspace", "tmpfs", flags, f"size={workdir_bytes},mode=0700")
-    _mount("tmpfs", "/tmp", "tmpfs", flags, f"size={tmp_bytes},mode=1777")
-    _mount("tmpfs", "/dev/shm", "tmpfs", flags, f"size={DEV_SHM_BYTES},mode=1777")
-    os.chdir("/")
-    pid = os.fork()
-    if pid == 0:
-        try:
-            _run_init(driver, fds, prepared, caps)
-        except BaseException as exc:
-            _complain(fds[2], exc)
-            os._exit(126)
-    for fd in fds:
-        os.close(fd)
-    os.waitpid(pid, 0)  # B is A's only child; the run ends with it
     os._exit(0)
 
 
@@ -256,13 +272,14 @@ def _received_fds(ancdata):
 
 
 def serve(driver, control_fd, bpf, caps):
-    """The template's loop: one fork per request, each run killed at its hard deadline.
+    """The template's loop: one clone per request, each run killed at its hard deadline.
 
-    Each run's A is watched through a pidfd, so it is reaped as soon as it ends (its run's
-    processes never linger as zombies) and killed at its deadline; the fds are closed in B
-    before any of the run's code exists. The template keeps its copy of the run's placement
-    socket until it has reaped A: the host's end then reads EOF, so the host knows when
-    nothing of the run is left (ZygoteRun.destroy waits for it).
+    Each run's first process is watched through a pidfd, so it is reaped as soon as it ends
+    (the kernel has then reaped everything else in its pid namespace) and killed at its
+    deadline; its fds are closed before any of the run's code exists. The template keeps its
+    copy of the run's placement socket until it has reaped that process: the host's end then
+    reads EOF, so the host knows when nothing of the run is left (ZygoteRun.destroy waits for
+    it).
     """
     control = socket.socket(fileno=control_fd)
     prepared = _prepared(bpf)
@@ -273,7 +290,7 @@ def serve(driver, control_fd, bpf, caps):
         now = time.monotonic()
         for pid, deadline, _ in runs.values():
             if now >= deadline:
-                _kill(pid)  # B and its namespace die with A (PR_SET_PDEATHSIG)
+                _kill(pid)  # the run's PID 1: its whole pid namespace dies with it
         wait = min([deadline for _, deadline, _ in runs.values()], default=now + 1) - now
         ready = {fd for fd, _ in poller.poll(max(0, min(1000, int(wait * 1000))) + 1)}
         _reap(runs, poller)
@@ -293,7 +310,7 @@ def serve(driver, control_fd, bpf, caps):
             continue
         hard_s, sizes = request
         try:
-            pid = os.fork()
+            pid = _clone_run(prepared["clone"])
         except OSError as exc:  # this run fails (its host sees EOF); the template goes on
             _complain(fds[2], exc)
             for fd in fds:
@@ -305,7 +322,7 @@ def serve(driver, control_fd, bpf, caps):
                 # Nothing of the template's or of other runs (their pidfds, their placement
                 # sockets, which must reach EOF when their own runs end).
                 _close_fds_except(set(fds))
-                _start_run(driver, fds, sizes, prepared, caps)
+                _run_init(driver, fds, sizes, prepared, caps)
             except BaseException as exc:
                 _complain(fds[2], exc)
             os._exit(126)
@@ -317,8 +334,8 @@ def serve(driver, control_fd, bpf, caps):
 
 
 def _reap(runs, poller):
-    """Reap every child that ended: the runs' A processes (woken by their pidfds) and what a
-    dying run namespace leaves to its init's reaper (this process, PID 1)."""
+    """Reap every child that ended: the runs' first processes (woken by their pidfds) and
+    anything else that ends up this process's child (it is PID 1 of its own namespace)."""
     by_pid = {pid: pidfd for pidfd, (pid, _, _) in runs.items()}
     while True:
         try:
@@ -332,11 +349,11 @@ def _reap(runs, poller):
             place = runs.pop(pidfd)[2]
             poller.unregister(pidfd)
             os.close(pidfd)
-            os.close(place)  # the host's end reads EOF: A is reaped, nothing of the run is left
+            os.close(place)  # the host's end reads EOF: nothing of the run is left
 
 
 def _kill(pid):
-    # Not yet reaped (only the loop above reaps), so the pid is still this run's A.
+    # Not yet reaped (only the loop above reaps), so the pid is still this run's PID 1.
     try:
         os.kill(pid, SIGKILL)
     except OSError:

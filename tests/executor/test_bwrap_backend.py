@@ -34,7 +34,7 @@ def leftovers(backend: BwrapBackend) -> list[int]:
     """Processes of HOST_UID other than the backend's own zygote template (alive until
     `close()`): what the runs left. A run's processes are never the template's: they are in
     the run's own cgroups from before its program starts."""
-    template = backend.template_pids()  # first: a run's A that ends in between is in neither
+    template = backend.template_pids()  # first: a run placed in between is in neither
     return sorted(set(processes_of(HOST_UID)) - template)
 
 

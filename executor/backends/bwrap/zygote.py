@@ -46,7 +46,7 @@ from executor.policy.seccomp import seccomp_bpf, seccomp_pipe
 logger = logging.getLogger(__name__)
 
 # The template's own sandbox: tiny scratch space (runs mount their own), and a cgroup that holds
-# the template and each run's namespace-making process (A), never a run's program.
+# the template and each run's first process until the host places it, never a run's program.
 TEMPLATE_LIMITS = Limits(
     memory_mib=128, max_pids=512, workdir_quota_mib=1, tmp_quota_mib=1, wall_time_s=1
 )
@@ -59,7 +59,7 @@ TEMPLATE_RETIRE_S = 600.0
 MAX_FAILURES = 3
 # How long a run's first process may take to ask for its cgroups.
 PLACE_TIMEOUT_S = 10.0
-# How long a destroyed run's A may take to end and be reaped by the template.
+# How long a destroyed run's first process may take to end and be reaped by the template.
 REAPED_TIMEOUT_S = 5.0
 TEMPLATE_CGROUP_PREFIX = "undoable-zygote-"
 _counter = itertools.count()
@@ -161,7 +161,7 @@ class ZygoteRun(Sandbox):
 
     def destroy(self, *, exiting: bool = False) -> None:
         """Kill what is left of the run, close our ends, remove its cgroups and wait until
-        the template has reaped the run's A: then no process of the run is left."""
+        the template has reaped the run's first process: then no process of the run is left."""
         if self._destroyed:
             return
         self._destroyed = True
@@ -262,8 +262,8 @@ class Template:
         return self.proc.poll() is None
 
     def pids(self) -> set[int]:
-        """The template's processes: its sandbox (launcher, bwrap, the template) and the runs'
-        namespace-making processes (A), all in the template's cgroups; never a run's program,
+        """The template's processes: its sandbox (launcher, bwrap, the template) and any run's
+        first process not yet placed, all in the template's cgroups; never a run's program,
         which is placed in the run's own cgroups before it starts."""
         return self.cgroup.pids() if self.cgroup is not None else set()
 
@@ -391,8 +391,9 @@ def _placement_request(place: socket.socket, expected_uid: int) -> int:
 
 
 def _reaped(place: socket.socket, timeout_s: float) -> bool:
-    """Wait for EOF on a run's placement socket: the run's B has closed its end (or died) and
-    the template, which keeps its copy until it has reaped the run's A, has closed its own."""
+    """Wait for EOF on a run's placement socket: the run's first process has ended (its end
+    closed with it) and the template, which keeps its copy until it has reaped that process,
+    has closed its own."""
     deadline = time.monotonic() + timeout_s
     while fdwait.wait_readable(place.fileno(), max(0.0, deadline - time.monotonic())):
         try:

@@ -11,7 +11,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -318,6 +318,16 @@ def _sabotaged_child(monkeypatch: pytest.MonkeyPatch, old: str, new: str) -> Non
     monkeypatch.setattr(zygote, "_child_source", sabotaged)
 
 
+def assert_caught(check: Callable[[BwrapBackend], None]) -> None:
+    """The check fails on a zygote built with the sabotage in place."""
+    sabotaged = make_backend()
+    try:
+        with pytest.raises(AssertionError):
+            check(sabotaged)
+    finally:
+        sabotaged.close()
+
+
 def test_sabotage_no_pid_namespace_is_refused_by_the_host(monkeypatch):
     _sabotaged_child(
         monkeypatch, "CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |", "CLONE_NEWUSER | CLONE_NEWNS |"
@@ -350,22 +360,12 @@ def test_sabotage_no_pid_namespace_is_caught_by_the_deny_test(monkeypatch):
 
 def test_sabotage_no_cgroup_placement_is_caught_by_the_memory_test(monkeypatch):
     monkeypatch.setattr(zygote, "_place", lambda cgroup, pid: None)
-    sabotaged = make_backend()
-    try:
-        with pytest.raises(AssertionError):
-            check_the_memory_limit_is_the_runs_own(sabotaged)
-    finally:
-        sabotaged.close()
+    assert_caught(check_the_memory_limit_is_the_runs_own)
 
 
 def test_sabotage_a_run_that_keeps_its_tmp_is_caught(monkeypatch):
     _sabotaged_child(monkeypatch, '    _mount("tmpfs", "/tmp"', '    0 and _mount("tmpfs", "/tmp"')
-    sabotaged = make_backend()
-    try:
-        with pytest.raises(AssertionError):
-            check_consecutive_runs_share_nothing(sabotaged)
-    finally:
-        sabotaged.close()
+    assert_caught(check_consecutive_runs_share_nothing)
 
 
 def test_sabotage_a_run_that_may_make_user_namespaces_is_caught(monkeypatch):
@@ -374,22 +374,12 @@ def test_sabotage_a_run_that_may_make_user_namespaces_is_caught(monkeypatch):
         '    _write("/proc/sys/user/max_user_namespaces", "0")',
         '    0 and _write("/proc/sys/user/max_user_namespaces", "0")',
     )
-    sabotaged = make_backend()
-    try:
-        with pytest.raises(AssertionError):
-            check_a_run_cannot_make_a_user_namespace(sabotaged)
-    finally:
-        sabotaged.close()
+    assert_caught(check_a_run_cannot_make_a_user_namespace)
 
 
 def test_sabotage_a_template_that_preloads_random_is_caught(monkeypatch):
     _sabotaged_child(monkeypatch, '    "typing",\n)', '    "typing",\n    "random",\n)')
-    sabotaged = make_backend()
-    try:
-        with pytest.raises(AssertionError):
-            check_preloaded_modules_hold_no_random_state(sabotaged)
-    finally:
-        sabotaged.close()
+    assert_caught(check_preloaded_modules_hold_no_random_state)
 
 
 def test_sabotage_preloaded_modules_that_shadow_the_jobs_are_caught(monkeypatch):
@@ -397,12 +387,7 @@ def test_sabotage_preloaded_modules_that_shadow_the_jobs_are_caught(monkeypatch)
     unshadow = '    _unshadow_preloaded(job["files"])\n'
     assert unshadow in source
     monkeypatch.setattr(zygote, "driver_source", lambda: source.replace(unshadow, ""))
-    sabotaged = make_backend()
-    try:
-        with pytest.raises(AssertionError):
-            test_a_jobs_own_module_wins_over_a_preloaded_one(sabotaged)
-    finally:
-        sabotaged.close()
+    assert_caught(test_a_jobs_own_module_wins_over_a_preloaded_one)
 
 
 def test_nothing_of_the_zygote_outlives_close():

@@ -86,9 +86,10 @@ DENIED_IOCTLS: tuple[int, ...] = (TIOCSTI, TIOCLINUX)
 ENOSYS_SYSCALLS: tuple[str, ...] = ("clone3",)
 
 
-# What the zygote's template (executor/policy/zygote_child.py) needs beyond a sandbox: it
-# unshares each run's namespaces and mounts its scratch space. It never runs user code, and
-# every run loads the full filter above on top of this one before the program starts.
+# What the zygote's template (executor/policy/zygote_child.py) needs beyond a sandbox: each
+# run's first process, cloned into its namespaces, mounts its scratch space and `/proc` and
+# unshares its cgroup namespace. The template never runs user code, and every run loads the full
+# filter above on top of this one before the program starts.
 ZYGOTE_ALLOWED: tuple[str, ...] = ("unshare", "mount")
 
 

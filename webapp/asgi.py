@@ -5,9 +5,15 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
-from django.core.asgi import get_asgi_application  # noqa: E402
+import django  # noqa: E402
 
-django_asgi_app = get_asgi_application()
+# What django.core.asgi.get_asgi_application does, with the handler whose requests their
+# reference counts free (webapp/asgi_handler.py).
+django.setup(set_prefix=False)
+
+from webapp.asgi_handler import AcyclicASGIHandler  # noqa: E402
+
+django_asgi_app = AcyclicASGIHandler()
 
 from webapp.rlimits import open_files_limit_raise  # noqa: E402
 

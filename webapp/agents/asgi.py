@@ -17,11 +17,11 @@ from typing import Any
 from asgiref.sync import markcoroutinefunction
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
-from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.exception import convert_exception_to_response
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
 from webapp.agents.refused_early import refused_early
+from webapp.asgi_handler import AcyclicASGIHandler
 
 API_PREFIX = "/api/v1/"
 security_logger = logging.getLogger("django.security.DisallowedHost")
@@ -53,7 +53,7 @@ class ApiSecurityMiddleware:
         return response
 
 
-class ApiASGIHandler(ASGIHandler):
+class ApiASGIHandler(AcyclicASGIHandler):
     """Serves API_PREFIX; URL resolution, views and error handling are Django's as usual."""
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:  # type: ignore[type-arg]

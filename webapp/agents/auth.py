@@ -56,5 +56,5 @@ class TokenAuth(HttpBearer):
             if found is not None:
                 recent_tokens.note(digest, found, looked_up_after=looked_up_after)
         if found is not None:
-            known_bearers.note(secret, found.owner_id)  # see webapp.agents.refused_early
+            known_bearers.note(secret, found.pk, found.owner_id)  # see webapp.agents.refused_early
         return found

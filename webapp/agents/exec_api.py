@@ -16,8 +16,9 @@ from ninja import Router, Schema
 from executor import RunResult
 from webapp.agents import conf
 from webapp.agents.exec_services import exec_build_spec, exec_run, result_json
-from webapp.agents.fairshare import ShareExceeded, host_capacity, refused_recently
+from webapp.agents.fairshare import host_capacity, refused_recently
 from webapp.agents.quota import get_admission, get_limiter
+from webapp.agents.ratelimit import QuotaExceeded
 from webapp.agents.schemas import ExecIn
 
 router = Router(tags=["exec"])
@@ -117,10 +118,10 @@ async def within_quota(key: object, user: object, work: Callable[[], T]) -> T:
     """Run `work` once quota_enter has let it in, then release; both on one thread of _runs.
 
     One thread for the wait and the run, without a hop back to the event loop between them
-    (docs/benchmarks.md, "Fewer hops"). A user refused admission is refused again, its answer
+    (docs/benchmarks.md, "Fewer hops"). A token or user refused is refused again, its answer
     held past the Retry-After (fairshare.RefusedRecently).
     """
-    if (again := refused_recently.again(user)) is not None:
+    if (again := refused_recently.again(key, user)) is not None:
         hold_s, refused = again
         await asyncio.sleep(hold_s)  # on the event loop: no thread held while the answer waits
         raise refused
@@ -128,8 +129,8 @@ async def within_quota(key: object, user: object, work: Callable[[], T]) -> T:
     loop = asyncio.get_running_loop()
     try:
         return await loop.run_in_executor(_runs, _enter_then_run, key, user, work, gone)
-    except ShareExceeded as refused:
-        refused_recently.note(user, refused)
+    except QuotaExceeded as refused:
+        refused_recently.note(refused, token=key, user=user)
         raise
     except asyncio.CancelledError:
         # A thread cannot be stopped: one still waiting gives its slots back once it has them.

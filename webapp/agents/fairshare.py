@@ -274,21 +274,28 @@ local_admission = FairAdmission()
 
 
 class RefusedRecently:
-    """Users this process refused admission to, until the Retry-After they were given.
+    """Tokens and users this process refused a run to, until the Retry-After they were given.
 
-    A request of such a user inside that time is refused again without a round of the limiters
-    (no thread hop, no Redis call), and its answer is held for one Retry-After from its own
-    arrival, stretched by a random part of one more: a held request costs the event loop nearly
-    nothing, and a flood that ignores Retry-After gets under one answer per connection per
-    Retry-After instead of as many as it can ask for. The random part keeps the flood's
+    A request inside that time is refused again without a round of the limiters (no thread hop,
+    no Redis call), and its answer is held for one Retry-After from its own arrival (at most
+    MAX_HOLD_S), stretched by a random part of one more: a held request costs the event loop
+    nearly nothing, and a flood that ignores Retry-After gets under one answer per connection per
+    hold instead of as many as it can ask for. Every refusal counts, not only the admission's: a
+    token whose own waiting queue was full was refused at once, and a flood's 64 connections
+    then asked again as fast as the server answered, ~350 requests a second through Django
+    (docs/benchmarks.md, "A refusal answered at once"). The random part keeps the flood's
     connections from coming back in step: answered at the same instant, they would all send
     again at once, and parsing those requests back to back delays every other request of this
-    process by as much (docs/benchmarks.md, issue 14). Per process, so it needs no
-    coordination; another process refuses through the admission itself.
+    process by as much. Per process, so it needs no coordination; another process refuses
+    through the limiters themselves.
     """
 
-    # Past this many users noted, the expired notes are dropped.
+    # Past this many tokens and users noted, the expired notes are dropped.
     PRUNE_AT = 1024
+    # The longest one held answer waits (before its random part). A rate limit's Retry-After
+    # can be a minute; holding each request that long would let a client keep many connections
+    # open for the price of one request each.
+    MAX_HOLD_S = 1.0
 
     def __init__(
         self,
@@ -296,29 +303,43 @@ class RefusedRecently:
         jitter: Callable[[], float] = random.random,
     ) -> None:
         self.clock = clock
-        self.jitter = jitter  # in [0, 1): the random part of a hold, in Retry-Afters
+        self.jitter = jitter  # in [0, 1): the random part of a hold, in holds
         self._lock = threading.Lock()
-        self._until: dict[Hashable, tuple[float, str]] = {}
+        # ("user", id) or ("token", id) -> (until, the refusal's class, its message, Retry-After)
+        self._until: dict[tuple[str, Hashable], tuple[float, type[QuotaExceeded], str, int]] = {}
 
-    def again(self, user: Hashable) -> tuple[float, ShareExceeded] | None:
-        """If `user` was refused less than its Retry-After ago: how long to hold the answer,
-        and the refusal to answer with then; else None."""
+    def again(self, token: Hashable, user: Hashable) -> tuple[float, QuotaExceeded] | None:
+        """If `user` or `token` was refused less than its Retry-After ago: how long to hold the
+        answer, and the refusal to answer with then; else None."""
         with self._lock:
-            noted = self._until.get(user)
-            if noted is None:
+            for key in (("user", user), ("token", token)):
+                noted = self._until.get(key)
+                if noted is None:
+                    continue
+                if noted[0] <= self.clock():
+                    del self._until[key]
+                    continue
+                break
+            else:
                 return None
-            if noted[0] <= self.clock():
-                del self._until[user]
-                return None
-        refused = ShareExceeded(noted[1], 1)
-        return refused.retry_after_s * (1.0 + self.jitter()), refused
+        _, kind, message, retry_after_s = noted
+        hold_s = min(float(retry_after_s), self.MAX_HOLD_S) * (1.0 + self.jitter())
+        return hold_s, kind(message, retry_after_s)
 
-    def note(self, user: Hashable, refused: ShareExceeded) -> None:
+    def note(self, refused: QuotaExceeded, *, token: Hashable, user: Hashable) -> None:
+        """Note a refusal: the admission's (ShareExceeded) is the user's, the host's share being
+        per user; any other (the token's rate, its slots) is the token's alone."""
+        key = ("user", user) if isinstance(refused, ShareExceeded) else ("token", token)
         with self._lock:
             now = self.clock()
             if len(self._until) >= self.PRUNE_AT:
-                self._until = {u: n for u, n in self._until.items() if n[0] > now}
-            self._until[user] = (now + refused.retry_after_s, str(refused))
+                self._until = {k: n for k, n in self._until.items() if n[0] > now}
+            self._until[key] = (
+                now + refused.retry_after_s,
+                type(refused),
+                str(refused),
+                refused.retry_after_s,
+            )
 
     def reset(self) -> None:
         """Forget every refusal (tests)."""

@@ -1,15 +1,15 @@
 """A refused user's next runs, answered before Django (issue 14: a flood that ignores Retry-After).
 
-A user refused admission is noted by fairshare.refused_recently until its Retry-After has
+A token or user refused a run is noted by fairshare.refused_recently until its Retry-After has
 passed; within_quota then holds the answer to its next run request and refuses it again. Such a
 request still went through Django first: the ASGI handler, the bearer token's lookup on a
 thread, the body's parse and validation, all CPU of the web process, for every request of a
 flood that ignores Retry-After, on the cores the well-behaved users' runs need.
 
 Here the ASGI app looks at a run request's bearer token before Django does. A token this process
-authenticated (noted by webapp.agents.auth, by digest) whose user is refused right now gets the
-same 429 after the same hold, from the event loop, and Django never sees it. Anything
-else goes to Django as before: an unknown token, another user, another path, a refusal expired.
+authenticated (noted by webapp.agents.auth, by digest) that is, or whose user is, refused right
+now gets the same 429 after the same hold, from the event loop, and Django never sees it.
+Anything else goes to Django as before: an unknown token, another path, a refusal expired.
 """
 
 from __future__ import annotations
@@ -58,29 +58,31 @@ def bearer_secret(scope: dict[str, Any]) -> str | None:
 
 
 class KnownBearers:
-    """Token digest -> its owner, for tokens this process authenticated lately (bounded)."""
+    """Token digest -> (the token's id, its owner's), for tokens this process authenticated
+    lately (bounded)."""
 
     MAX_KNOWN = 4096
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._owners: OrderedDict[bytes, Hashable] = OrderedDict()
+        self._ids: OrderedDict[bytes, tuple[Hashable, Hashable]] = OrderedDict()
 
-    def note(self, secret: str, owner: Hashable) -> None:
+    def note(self, secret: str, token: Hashable, owner: Hashable) -> None:
         digest = bearer_digest(secret)
         with self._lock:
-            self._owners[digest] = owner
-            self._owners.move_to_end(digest)
-            if len(self._owners) > self.MAX_KNOWN:
-                self._owners.popitem(last=False)
+            self._ids[digest] = (token, owner)
+            self._ids.move_to_end(digest)
+            if len(self._ids) > self.MAX_KNOWN:
+                self._ids.popitem(last=False)
 
-    def owner(self, secret: str) -> Hashable | None:
+    def ids(self, secret: str) -> tuple[Hashable, Hashable] | None:
+        """(token id, owner id) of a known token, else None."""
         with self._lock:
-            return self._owners.get(bearer_digest(secret))
+            return self._ids.get(bearer_digest(secret))
 
     def reset(self) -> None:
         with self._lock:
-            self._owners.clear()
+            self._ids.clear()
 
 
 known_bearers = KnownBearers()
@@ -106,8 +108,8 @@ def refused_early(api: ASGIApp) -> ASGIApp:
 
     async def app(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]):
         secret = bearer_secret(scope) if is_run_request(scope) else None
-        owner = known_bearers.owner(secret) if secret else None
-        again = refused_recently.again(owner) if owner is not None else None
+        ids = known_bearers.ids(secret) if secret else None
+        again = refused_recently.again(*ids) if ids is not None else None
         if again is None:
             await api(scope, receive, send)
             return

@@ -19,11 +19,13 @@ from django.test import Client, override_settings
 
 from tests.fakes.clock import ManualClock
 from tests.servers import RedisServer
+from tests.webapp.agents.conftest import Persona
 from webapp.agents import exec_api, fairshare
 from webapp.agents.fairshare import Admission, FairAdmission, refused_recently
 from webapp.agents.fairshare_redis import RedisFairAdmission
-from webapp.agents.quota import get_admission
+from webapp.agents.quota import get_admission, get_limiter
 from webapp.agents.ratelimit import QuotaExceeded
+from webapp.agents.tokens import token_create
 
 Pair = tuple[Admission, Admission]
 
@@ -424,7 +426,54 @@ def test_a_user_refused_admission_is_refused_again_without_the_limiters_until_it
 def test_sabotage_without_the_note_of_refusals_a_flood_reaches_the_limiters_again(
     owner, clock, monkeypatch
 ):
-    monkeypatch.setattr(refused_recently, "again", lambda user: None)
+    monkeypatch.setattr(refused_recently, "again", lambda token, user: None)
     again = refused_then_freed(owner, clock)
     # The breach: a request inside its Retry-After went through the limiters and ran.
+    assert again.content == b"2\n"
+
+
+def token_refused_then_freed(owner, clock: ManualClock, monkeypatch) -> list[Any]:
+    """The owner's token refused at once by its own limit (its one slot taken, nobody may wait),
+    then the slot freed; the answers to an exec half a Retry-After later with the same token and
+    with another token of the same user. A flood that ignores Retry-After asks again at once."""
+    monkeypatch.setattr(refused_recently, "jitter", lambda: 0.0)
+    key = owner.user.api_tokens.get().pk
+    with get_limiter().slot(key, limit=1):
+        refused = owner.post("/api/v1/exec", {"code": "print(1)"})
+    assert refused.status_code == 429
+    assert refused.json() == {"error": "at most 1 runs at once per token"}
+    clock.now += 0.5
+    again = owner.post("/api/v1/exec", {"code": "print(2)"})
+    other = Persona(owner.user, token_create(owner=owner.user, name="other").secret, Client())
+    return [again, other.post("/api/v1/exec", {"code": "print(3)"})]
+
+
+@override_settings(AGENTS_MAX_CONCURRENT_PER_TOKEN=1, AGENTS_MAX_WAITING_PER_TOKEN=0)
+def test_a_token_refused_by_its_own_limit_is_refused_again_until_its_retry_after(
+    owner, clock, monkeypatch
+):
+    again, other_token = token_refused_then_freed(owner, clock, monkeypatch)
+    assert again.status_code == 429
+    assert again.json() == {"error": "at most 1 runs at once per token"}
+    assert again["Retry-After"] == "1"
+    # The token's limits are its own: the same user's other token runs.
+    assert other_token.content == b"3\n"
+    clock.now += 0.6
+    assert owner.post("/api/v1/exec", {"code": "print(4)"}).content == b"4\n"
+
+
+@pytest.mark.sabotage
+@override_settings(AGENTS_MAX_CONCURRENT_PER_TOKEN=1, AGENTS_MAX_WAITING_PER_TOKEN=0)
+def test_sabotage_noting_only_the_admissions_refusals_a_token_refused_at_once_asks_again_at_once(
+    owner, clock, monkeypatch
+):
+    real_note = refused_recently.note
+
+    def admissions_only(refused: QuotaExceeded, *, token: object, user: object) -> None:
+        if isinstance(refused, fairshare.ShareExceeded):
+            real_note(refused, token=token, user=user)
+
+    monkeypatch.setattr(refused_recently, "note", admissions_only)
+    again, _ = token_refused_then_freed(owner, clock, monkeypatch)
+    # The breach: inside its Retry-After the token went through the limiters again and ran.
     assert again.content == b"2\n"

@@ -9,12 +9,13 @@ import json
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from asgiref.testing import ApplicationCommunicator
 
 from webapp.agents import auth
 from webapp.agents.asgi import api_application
 from webapp.agents.fairshare import refused_recently
-from webapp.agents.quota import get_admission
+from webapp.agents.quota import get_admission, get_limiter
 from webapp.agents.refused_early import is_run_request, known_bearers
 
 
@@ -96,11 +97,28 @@ async def test_a_refused_users_next_run_is_answered_before_django(owner, authent
 async def test_sabotage_without_the_known_bearers_every_refused_run_reaches_django(
     owner, authentications, monkeypatch
 ):
-    monkeypatch.setattr(known_bearers, "owner", lambda secret: None)
+    monkeypatch.setattr(known_bearers, "ids", lambda secret: None)
     (status, _, _), reached_django = await refused_twice(owner, authentications)
     # The breach: the flood's request paid for Django again (and was refused there).
     assert status == 429
     assert reached_django == 1
+
+
+@pytest.mark.asyncio
+async def test_a_token_refused_by_its_own_limit_has_its_next_run_answered_before_django(
+    owner, authentications, settings
+):
+    settings.AGENTS_MAX_CONCURRENT_PER_TOKEN = 1
+    settings.AGENTS_MAX_WAITING_PER_TOKEN = 0
+    token_id = await sync_to_async(lambda: owner.user.api_tokens.get().pk)()
+    with get_limiter().slot(token_id, limit=1):
+        status, _, first = await asgi_post("/api/v1/exec", owner.token, {"code": "print(1)"})
+        assert status == 429, first
+        before = len(authentications)
+        status, headers, body = await asgi_post("/api/v1/exec", owner.token, {"code": "2"})
+    assert len(authentications) == before
+    assert (status, body) == (429, {"error": "at most 1 runs at once per token"})
+    assert headers["retry-after"] == "1"
 
 
 @pytest.mark.asyncio
@@ -127,9 +145,9 @@ def test_only_run_requests_are_answered_early():
 
 def test_tokens_are_known_by_digest_and_the_oldest_forgotten(monkeypatch):
     monkeypatch.setattr(known_bearers, "MAX_KNOWN", 2)
-    known_bearers.note("udb_one", 1)
-    known_bearers.note("udb_two", 2)
-    known_bearers.note("udb_three", 3)
-    assert known_bearers.owner("udb_one") is None
-    assert known_bearers.owner("udb_three") == 3
-    assert "udb_two" not in repr(known_bearers._owners)
+    known_bearers.note("udb_one", 11, 1)
+    known_bearers.note("udb_two", 12, 2)
+    known_bearers.note("udb_three", 13, 3)
+    assert known_bearers.ids("udb_one") is None
+    assert known_bearers.ids("udb_three") == (13, 3)
+    assert "udb_two" not in repr(known_bearers._ids)

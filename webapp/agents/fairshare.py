@@ -282,7 +282,7 @@ class RefusedRecently:
     nearly nothing, and a flood that ignores Retry-After gets under one answer per connection per
     hold instead of as many as it can ask for. Every refusal counts, not only the admission's: a
     token whose own waiting queue was full was refused at once, and a flood's 64 connections
-    then asked again as fast as the server answered, ~350 requests a second through Django
+    then asked again as fast as the server answered, 350-550 requests a second through Django
     (docs/benchmarks.md, "A refusal answered at once"). The random part keeps the flood's
     connections from coming back in step: answered at the same instant, they would all send
     again at once, and parsing those requests back to back delays every other request of this

@@ -75,8 +75,9 @@ PRELOAD = (
 FDS = ("stdin", "stdout", "stderr", "job", "status", "place")
 
 _libc = ctypes.CDLL(None, use_errno=True)
-# The same C library, called without releasing the GIL (see _clone_run).
-_libc_holding_gil = ctypes.PyDLL(None, use_errno=True)
+# syscall(2) of the same C library, called without releasing the GIL (see _clone_run).
+_syscall_holding_gil = ctypes.PyDLL(None, use_errno=True).syscall
+_syscall_holding_gil.restype = ctypes.c_long
 
 
 def _check(result, what):
@@ -190,10 +191,9 @@ def _clone_run(number):
     returns holding it like the parent, and the child starts its program with os.fork(),
     which does that work in the program's process.
     """
-    syscall = _libc_holding_gil.syscall
-    syscall.restype = ctypes.c_long
     flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
-    pid = syscall(ctypes.c_long(number), ctypes.c_ulong(flags | SIGCHLD), *[ctypes.c_ulong(0)] * 4)
+    no_stack = [ctypes.c_ulong(0)] * 4  # stack, parent tid, child tid, tls
+    pid = _syscall_holding_gil(ctypes.c_long(number), ctypes.c_ulong(flags | SIGCHLD), *no_stack)
     if pid < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"clone: {os.strerror(err)}")

@@ -11,6 +11,9 @@ For each backend mode it runs `print(1+1)` `--runs` times, sequentially and then
 `--concurrency` threads at once, and in the same loop (same thread, right after each run)
 starts the floor: `/usr/bin/python3 -I -S -c 'print(1+1)'` as a plain subprocess, which is
 what any sandbox costs at the very least. It prints p50/p90/p99 of both and the p50 ratio.
+For warm modes it then prints what a run costs the whole machine (CPU, page faults) from
+`--concurrency` threads, the backend's runs and the floor's each alone: on a CPU-bound host
+(HumanEval, 4 at a time on 2 cores) that ratio, not latency, sets the wall time.
 
 Modes: bwrap-warm (warm pool; sequential runs wait for the pool to refill between runs, so
 each run is a warm one), bwrap-cold (no pool), docker-warm (same, with containers). A
@@ -37,6 +40,7 @@ sys.path.insert(0, str(REPO))  # run as a plain script from anywhere
 import executor  # noqa: E402
 from executor.errors import ExecutorError  # noqa: E402
 from executor.spec import RunSpec  # noqa: E402
+from tests.bench.machine_cost import in_threads, machine_cost  # noqa: E402
 
 FLOOR = ["/usr/bin/python3", "-I", "-S", "-c", "print(1+1)"]
 PROGRAMS = {
@@ -114,21 +118,7 @@ def concurrent(backend: Any, program: Program, runs: int, threads: int, warm: bo
     samples = Samples()
     if warm:
         backend.wait_warm(WARM_WAIT_S)
-    counter = iter(range(runs))
-    counter_lock = threading.Lock()
-
-    def worker() -> None:
-        while True:
-            with counter_lock:
-                if next(counter, None) is None:
-                    return
-            one_iteration(backend, program, samples)
-
-    pool = [threading.Thread(target=worker) for _ in range(threads)]
-    for thread in pool:
-        thread.start()
-    for thread in pool:
-        thread.join()
+    in_threads(lambda: one_iteration(backend, program, samples), runs, threads)
     return samples
 
 
@@ -149,6 +139,19 @@ def report_line(name: str, how: str, samples: Samples) -> str:
     )
 
 
+def cost_line(name: str, backend: Any, program: Program, runs: int, threads: int) -> str:
+    """Machine CPU and page faults per run, the backend's and the floor's, each alone."""
+    backend.wait_warm(WARM_WAIT_S)
+    ours = machine_cost(lambda: backend.run(program.spec, limits=executor.Limits()), runs, threads)
+    floor = machine_cost(
+        lambda: subprocess.run(program.floor, capture_output=True, check=False), runs, threads
+    )
+    return (
+        f"{name:<12} machine cost per run, {threads} threads: {ours}; floor {floor}; "
+        f"CPU {ours.cpu_ms / floor.cpu_ms:.2f}x floor"
+    )
+
+
 def bench_mode(
     mode: Mode, program: Program, runs: int, threads: int, emit: Callable[[str], None]
 ) -> None:
@@ -161,6 +164,8 @@ def bench_mode(
         emit(report_line(mode.name, "sequential", sequential(backend, program, runs, mode.warm)))
         at_once = concurrent(backend, program, runs, threads, mode.warm)
         emit(report_line(mode.name, f"{threads}-way threads", at_once))
+        if mode.warm:
+            emit(cost_line(mode.name, backend, program, runs, threads))
     finally:
         backend.close()
 

@@ -25,6 +25,7 @@ from unsandboxed import UnsandboxedBackend
 import executor
 from executor.backends.base import Backend
 from executor.backends.bwrap import cgroups as executor_cgroups
+from executor.backends.bwrap.cgroup_stock import STOCK_SIZE
 from executor.errors import BackendUnavailable
 from tests.prerequisites import MISSING, SANDBOX_IMAGE
 
@@ -101,10 +102,14 @@ def sandbox(backend: Backend, request: pytest.FixtureRequest) -> Iterator[Sandbo
     assert _host_traces() - before == set(), "the runs left files or mounts on the host"
     settle = getattr(backend, "settle", None)
     assert settle is None or settle(30.0), "used containers were not removed in 30 s"
-    # Only the warm pool's fresh sandboxes may remain; each used one must be gone.
+    # Only the warm pool's fresh sandboxes may remain; each used one must be gone. A used
+    # sandbox's cgroups may be kept for a later run (cgroup_stock.py), but never with a process.
     assert len(_containers_of(backend)) <= WARM_POOL_SIZE, "a used container was left behind"
-    sandboxes_with_cgroups = {os.path.basename(path) for path in _cgroups_of(backend)}
-    assert len(sandboxes_with_cgroups) <= WARM_POOL_SIZE, "a used sandbox's cgroup was left"
+    groups = _cgroups_of(backend)
+    holding = {os.path.basename(path) for path in groups if _holds_a_process(path)}
+    assert len(holding) <= WARM_POOL_SIZE, "a used sandbox's cgroup still holds a process"
+    kept = {os.path.basename(path) for path in groups} - holding
+    assert len(kept) <= STOCK_SIZE, "used sandboxes' cgroups were left beyond the stock"
 
 
 def _program_uid(backend: Backend) -> int:
@@ -150,6 +155,11 @@ def _pid_cgroups(parents: dict[str, str]) -> set[str]:
         for name in os.listdir(parent)
         if name.startswith(prefix)
     }
+
+
+def _holds_a_process(group: str) -> bool:
+    with open(os.path.join(group, "cgroup.procs")) as procs:
+        return bool(procs.read().strip())
 
 
 def _cgroups_of(backend: Backend) -> list[str]:

@@ -8,12 +8,14 @@ import os
 import shutil
 import tempfile
 import threading
+import weakref
 from pathlib import Path
 
 import pytest
 
 from executor import CancelToken, Limits, RunSpec, create_backend
 from executor.backends.bwrap.backend import BwrapBackend
+from executor.backends.bwrap.cgroup_stock import CgroupStock
 from executor.backends.bwrap.pool import Reaper
 from executor.backends.bwrap.zygote import Template
 from executor.errors import BackendUnavailable, InvalidSpec
@@ -42,6 +44,8 @@ def leftovers(backend: BwrapBackend) -> list[int]:
 # sandbox's (BwrapBackend._start) or a zygote run's (Template.spawn). Other suites in the same
 # process (the web app's warm pool) have groups of their own.
 _STARTED_CGROUPS: set[str] = set()
+# The stocks of this module's backends: a used zygote run's groups may be kept there, empty.
+_STOCKS: weakref.WeakSet[CgroupStock] = weakref.WeakSet()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -61,15 +65,27 @@ def record_started_cgroups():
             _STARTED_CGROUPS.update(run.cgroup.dirs.values())
         return run
 
+    make_stock = CgroupStock.__init__
+
+    def recording_stock(self, *args, **kwargs):
+        make_stock(self, *args, **kwargs)
+        _STOCKS.add(self)
+
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(CgroupStock, "__init__", recording_stock)
         patch.setattr(BwrapBackend, "_start", recording_start)
         patch.setattr(Template, "spawn", recording_fork)
         yield
 
 
 def our_cgroups() -> list[str]:
-    """This module's sandbox cgroups that still exist."""
-    return sorted(path for path in _STARTED_CGROUPS if os.path.isdir(path))
+    """This module's sandbox cgroups that still exist, but for those a stock keeps for later
+    runs (which hold no process: CgroupStock.give_back checks, and so do these tests)."""
+    kept = {path for stock in _STOCKS for path in stock.kept_dirs()}
+    for path in kept & _STARTED_CGROUPS:
+        with open(os.path.join(path, "cgroup.procs")) as procs:
+            assert procs.read().strip() == "", f"a kept group holds a process: {path}"
+    return sorted(path for path in _STARTED_CGROUPS - kept if os.path.isdir(path))
 
 
 def test_sandboxes_get_cgroups_so_the_leak_checks_below_can_fail():

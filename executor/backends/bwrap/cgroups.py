@@ -55,6 +55,18 @@ def available_parents() -> dict[str, str]:
     return parents
 
 
+MEMORY_PAIR = ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes")
+
+
+def memory_limit_order(before: str | None, limit: int) -> tuple[str, str]:
+    """The order to write MEMORY_PAIR in. The kernel refuses a memory limit above the
+    memory+swap one, so a group kept from a run with a lower limit (cgroup_stock.py) raises
+    memory+swap first; lowering, or on fresh groups (both unlimited), memory goes first."""
+    if before is not None and int(before) < limit:
+        return (MEMORY_PAIR[1], MEMORY_PAIR[0])
+    return MEMORY_PAIR
+
+
 @dataclass
 class SandboxCgroup:
     """The groups of one sandbox; `procs_files` are what its launcher writes itself into."""
@@ -89,10 +101,11 @@ class SandboxCgroup:
     def apply(self, limits: Limits) -> None:
         """Set the limits (also on a warm sandbox just before its job)."""
         if "memory" in self.dirs:
-            limit = str(limits.memory_bytes)
-            self._write("memory", "memory.limit_in_bytes", limit)
             # No swap either: memory+swap capped at the same figure.
-            self._write("memory", "memory.memsw.limit_in_bytes", limit, optional=True)
+            before = self._written.get(("memory", MEMORY_PAIR[0]))
+            for name in memory_limit_order(before, limits.memory_bytes):
+                optional = name == "memory.memsw.limit_in_bytes"
+                self._write("memory", name, str(limits.memory_bytes), optional=optional)
         if "pids" in self.dirs:
             self._write("pids", "pids.max", str(limits.max_pids + PIDS_OVERHEAD))
         if "cpu" in self.dirs:
@@ -112,6 +125,29 @@ class SandboxCgroup:
                 raise
             return
         self._written[(controller, name)] = value
+
+    def hand_over(self) -> SandboxCgroup:
+        """A new object for the same groups and the limits written to them. This one is left
+        with no group, so nothing done through it (a late kill) reaches them any more."""
+        taken = SandboxCgroup(dict(self.dirs), dict(self._written))
+        self.dirs.clear()
+        self._written.clear()
+        return taken
+
+    def empty(self) -> bool:
+        """No process in any of the groups (OSError when one cannot be read)."""
+        for procs in self.procs_files:
+            with open(procs) as lines:
+                if lines.read().strip():
+                    return False
+        return True
+
+    def memory_charged_bytes(self) -> int:
+        """Memory charged to the group now, page cache included (0 without a memory group)."""
+        if "memory" not in self.dirs:
+            return 0
+        with open(os.path.join(self.dirs["memory"], "memory.usage_in_bytes")) as usage:
+            return int(usage.read())
 
     def oom_killed(self) -> bool:
         """True if the kernel OOM-killed a process of this sandbox."""

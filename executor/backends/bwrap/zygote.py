@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import cast
 
 from executor.backends.bwrap import fdwait
+from executor.backends.bwrap.cgroup_stock import CgroupStock
 from executor.backends.bwrap.cgroups import SandboxCgroup, remove_stale
 from executor.backends.bwrap.pool import Sandbox
 from executor.errors import SandboxFailed
@@ -122,6 +123,7 @@ class ZygoteRun(Sandbox):
 
     The RunLoop uses it like a Sandbox: stdio pipes, job and status pipes, the cgroup, and
     signal_program/kill, which find the run's PID 1 through its cgroup (as for a Sandbox).
+    Its cgroups go back to `cgroups` once nothing of the run is left.
     """
 
     def __init__(
@@ -131,10 +133,12 @@ class ZygoteRun(Sandbox):
         status_r: int,
         cgroup: SandboxCgroup,
         place: socket.socket,
+        cgroups: CgroupStock,
         on_destroyed: Callable[[], None],
     ) -> None:
         self.proc = cast(subprocess.Popen[bytes], pipes)
         self._place = place
+        self._cgroups = cgroups
         self._on_destroyed = on_destroyed
         self._pipes = pipes
         self.job_w = job_w
@@ -160,8 +164,9 @@ class ZygoteRun(Sandbox):
         self._run_cgroup.kill_all()
 
     def destroy(self, *, exiting: bool = False) -> None:
-        """Kill what is left of the run, close our ends, remove its cgroups and wait until
-        the template has reaped the run's first process: then no process of the run is left."""
+        """Kill what is left of the run, close our ends, wait until the template has reaped
+        the run's first process (then no process of the run is left) and give its cgroups
+        back."""
         if self._destroyed:
             return
         self._destroyed = True
@@ -170,12 +175,12 @@ class ZygoteRun(Sandbox):
         for fd in (self.job_w, self.status_r):
             with contextlib.suppress(OSError):
                 os.close(fd)
-        self._run_cgroup.remove()
         with contextlib.suppress(OSError):
             self._place.shutdown(socket.SHUT_WR)  # a run never let go (not placed) ends now
         if not _reaped(self._place, REAPED_TIMEOUT_S):
             logger.warning("zygote run not reaped in time")
         self._place.close()
+        self._cgroups.give_back(self._run_cgroup)
         self._on_destroyed()
 
 
@@ -272,11 +277,12 @@ class Template:
         limits: Limits,
         *,
         wall_s: float,
-        cgroup_parents: dict[str, str],
+        cgroups: CgroupStock,
         expected_uid: int,
     ) -> ZygoteRun:
-        """Fork a run for `limits`, placed in its own fresh cgroups and waiting for its job."""
-        cgroup = SandboxCgroup.create(cgroup_parents)
+        """Fork a run for `limits`, placed in cgroups of its own (empty, from `cgroups`) and
+        waiting for its job."""
+        cgroup = cgroups.take()
         theirs: list[int] = []
         ours: list[int] = []
         place: socket.socket | None = None
@@ -305,7 +311,7 @@ class Template:
                 os.close(fd)
             if place is not None:
                 place.close()
-            cgroup.remove()
+            cgroups.give_back(cgroup)
             if isinstance(exc, OSError):
                 raise ZygoteUnavailable(f"the zygote took no request: {exc}") from exc
             raise
@@ -315,7 +321,13 @@ class Template:
         with self._lock:
             self._live += 1
         run = ZygoteRun(
-            _Pipes(ours[0], ours[1], ours[2]), ours[3], ours[4], cgroup, place, self._run_destroyed
+            _Pipes(ours[0], ours[1], ours[2]),
+            ours[3],
+            ours[4],
+            cgroup,
+            place,
+            cgroups,
+            self._run_destroyed,
         )
         try:
             _place(cgroup, _placement_request(place, expected_uid))
@@ -461,6 +473,7 @@ class Zygote:
         self._max_age_s = max_age_s
         self._host_uid = host_uid
         self._cgroup_parents = cgroup_parents
+        self._run_cgroups = CgroupStock(cgroup_parents)
         self._expected_uid = host_uid if host_uid is not None else os.getuid()
         remove_stale(cgroup_parents, prefix=TEMPLATE_CGROUP_PREFIX)
         self._lock = threading.Lock()
@@ -479,7 +492,7 @@ class Zygote:
             run = template.spawn(
                 limits,
                 wall_s=wall_s,
-                cgroup_parents=self._cgroup_parents,
+                cgroups=self._run_cgroups,
                 expected_uid=self._expected_uid,
             )
         except ZygoteUnavailable:
@@ -549,3 +562,5 @@ class Zygote:
             template, self._template = self._template, None
         if template is not None:
             template.close()
+        # Runs destroyed after this (the backend's reaper) remove their groups instead.
+        self._run_cgroups.close()

@@ -38,6 +38,10 @@ REAPER_MAX_PENDING = 32
 # waits (at most this long): starting a sandbox takes CPU the running program and the reply to
 # its caller are waiting for (docs/benchmarks.md).
 REFILL_DEFER_S = 0.02
+# And once that run has its result, a little longer: its reply is still on its way to the
+# caller, through the web server's threads, which the refill's start-up would hold up
+# (docs/benchmarks.md, "Refills after the reply").
+REFILL_SETTLE_S = 0.004
 
 
 class Sandbox:
@@ -191,6 +195,7 @@ class WarmPool:
         self._max_idle_s = max_idle_s
         self._ready: collections.deque[Sandbox] = collections.deque()
         self._in_flight = 0  # taken and not yet given back with `done()`
+        self._last_done = 0.0
         self._cond = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(target=self._refill, name="bwrap-warm-pool", daemon=True)
@@ -210,6 +215,7 @@ class WarmPool:
         """A run in a sandbox from `take()` has its result."""
         with self._cond:
             self._in_flight -= 1
+            self._last_done = time.monotonic()
             self._cond.notify_all()
 
     def wait_full(self, timeout_s: float) -> bool:
@@ -233,6 +239,9 @@ class WarmPool:
                     lambda: self._closed or not self._in_flight or not self._ready,
                     REFILL_DEFER_S,
                 )
+                settled_at = self._last_done + REFILL_SETTLE_S
+                while self._ready and not self._closed and time.monotonic() < settled_at:
+                    self._cond.wait(settled_at - time.monotonic())
                 stale = [s for s in self._ready if self._expired(s)]
                 for sandbox in stale:
                     self._ready.remove(sandbox)

@@ -1,4 +1,5 @@
-"""The bwrap warm pool's refill: deferred while a pooled run is in flight, never when empty.
+"""The bwrap warm pool's refill: deferred while a pooled run is in flight and just after its
+result, never when empty.
 
 The pool's sandboxes are stand-ins here (what WarmPool calls on them: wait_ready, destroy,
 started_at); real sandboxes in the pool are exercised by every bwrap backend test.
@@ -86,6 +87,18 @@ def test_the_deferral_is_bounded(monkeypatch):
     pool, starts = full_pool(2)
     try:
         assert pool.take() is not None  # never given back
+        assert starts.reach(3, WAIT_S)
+    finally:
+        pool.close()
+
+
+def test_the_refill_waits_a_moment_after_the_result_then_starts(monkeypatch):
+    monkeypatch.setattr(pool_module, "REFILL_SETTLE_S", 0.5)
+    pool, starts = full_pool(2)
+    try:
+        assert pool.take() is not None
+        pool.done()
+        assert not starts.reach(3, 0.3), "refilled before the result's reply could go out"
         assert starts.reach(3, WAIT_S)
     finally:
         pool.close()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from executor import CancelToken, Limits, RunSpec, create_backend
+from executor.backends.bwrap import pool as pool_module
 from executor.backends.bwrap.backend import BwrapBackend
 from executor.backends.bwrap.cgroup_stock import CgroupStock
 from executor.backends.bwrap.pool import Reaper
@@ -459,3 +460,17 @@ def test_a_full_or_closed_reaper_tears_down_on_the_callers_thread():
     reaper.submit(late, exiting=False)
     assert late.destroyed_on is threading.current_thread()
     assert queued.destroyed_on is not threading.current_thread()
+
+
+def test_a_teardown_waits_a_moment_after_the_result_unless_the_reaper_closes(monkeypatch):
+    monkeypatch.setattr(pool_module, "REAP_SETTLE_S", 0.5)
+    reaper = Reaper()
+    first, second = BlockedTeardown(), BlockedTeardown()
+    first.release.set()
+    second.release.set()
+    reaper.submit(first, exiting=True)
+    assert not reaper.wait_idle(0.3), "torn down before the result's reply could go out"
+    assert reaper.wait_idle(10)
+    reaper.submit(second, exiting=True)
+    reaper.close()  # does not wait out the moment
+    assert second.destroyed_on is not None

@@ -42,6 +42,9 @@ REFILL_DEFER_S = 0.02
 # caller, through the web server's threads, which the refill's start-up would hold up
 # (docs/benchmarks.md, "Refills after the reply").
 REFILL_SETTLE_S = 0.004
+# A used sandbox is torn down this long after its run's result, for the same reason (an
+# unhurried reaper; one with a backlog does not wait).
+REAP_SETTLE_S = 0.004
 
 
 class Sandbox:
@@ -294,7 +297,8 @@ class Reaper:
 
     def __init__(self, max_pending: int = REAPER_MAX_PENDING) -> None:
         self._max_pending = max_pending
-        self._queue: collections.deque[tuple[Sandbox, bool]] = collections.deque()
+        # (sandbox, exiting, when its teardown is due)
+        self._queue: collections.deque[tuple[Sandbox, bool, float]] = collections.deque()
         self._pending = 0  # queued plus the one being destroyed
         self._cond = threading.Condition()
         self._closed = False
@@ -306,7 +310,7 @@ class Reaper:
         with self._cond:
             inline = self._closed or self._pending >= self._max_pending
             if not inline:
-                self._queue.append((sandbox, exiting))
+                self._queue.append((sandbox, exiting, time.monotonic() + REAP_SETTLE_S))
                 self._pending += 1
                 self._cond.notify_all()
         if inline:
@@ -330,7 +334,8 @@ class Reaper:
                 self._cond.wait_for(lambda: self._queue or self._closed)
                 if not self._queue:
                     return  # closed and drained
-                sandbox, exiting = self._queue.popleft()
+                sandbox, exiting, due = self._queue.popleft()
+                self._cond.wait_for(lambda: self._closed, due - time.monotonic())
             try:
                 sandbox.destroy(exiting=exiting)
             except Exception:

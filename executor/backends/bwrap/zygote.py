@@ -19,6 +19,7 @@ import logging
 import marshal
 import math
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -149,16 +150,22 @@ class ZygoteRun(Sandbox):
         self.ready = False  # set by wait_ready() when the warm pool holds it
         self._destroyed = False
         self._killed = False
+        self.pidfd: int | None = None  # the run's PID 1, once placed (Template.spawn)
 
     def failure_detail(self) -> str:
         return ""  # the run's own stderr pipe carries the template's complaint
 
     def kill(self) -> None:
-        """SIGKILL the run's PID 1 (the kernel then kills its whole pid namespace) and
-        whatever else is in its cgroups."""
+        """SIGKILL the run's PID 1: the kernel then kills its whole pid namespace, which holds
+        everything in the run's cgroups (only PID 1 was placed there; the rest are its
+        descendants). Before placement, whatever its cgroups hold."""
         self._killed = True
-        super().kill()
-        self._run_cgroup.kill_all()
+        if self.pidfd is None:
+            super().kill()
+            self._run_cgroup.kill_all()
+            return
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 
     def _kill_group(self) -> None:
         self._run_cgroup.kill_all()
@@ -180,6 +187,9 @@ class ZygoteRun(Sandbox):
         if not _reaped(self._place, REAPED_TIMEOUT_S):
             logger.warning("zygote run not reaped in time")
         self._place.close()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+        # A group that still holds a process is killed and removed there.
         self._cgroups.give_back(self._run_cgroup)
         self._on_destroyed()
 
@@ -330,7 +340,7 @@ class Template:
             self._run_destroyed,
         )
         try:
-            _place(cgroup, _placement_request(place, expected_uid))
+            run.pidfd = _place(cgroup, _placement_request(place, expected_uid))
             place.send(b"go")
         except BaseException as exc:
             detail = _complaint(ours[2])
@@ -431,13 +441,29 @@ def _template_cgroup(parents: dict[str, str]) -> SandboxCgroup:
     return SandboxCgroup(dirs)
 
 
-def _place(cgroup: SandboxCgroup, pid: int) -> None:
-    """Move the run's first process into the run's cgroups; check they hold it and only it."""
-    for procs in cgroup.procs_files:
-        with open(procs, "w") as out:
-            out.write(str(pid))
-    if cgroup.pids() != {pid}:
-        raise ZygoteUnavailable("the run's cgroups do not hold exactly its first process")
+def _place(cgroup: SandboxCgroup, pid: int) -> int:
+    """Move the run's first process into the run's cgroups; check they hold it and only it.
+    Returns a pidfd for it: the process the check found, as long as that pidfd lives."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        for procs in cgroup.procs_files:
+            with open(procs, "w") as out:
+                out.write(str(pid))
+        # Alive after the check, the pidfd's process still owns the pid the groups hold.
+        if cgroup.pids() != {pid} or not _alive(pidfd):
+            raise ZygoteUnavailable("the run's cgroups do not hold exactly its first process")
+    except BaseException:
+        os.close(pidfd)
+        raise
+    return pidfd
+
+
+def _alive(pidfd: int) -> bool:
+    try:
+        signal.pidfd_send_signal(pidfd, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _complaint(stderr_r: int) -> str:

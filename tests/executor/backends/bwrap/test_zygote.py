@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -181,6 +182,27 @@ def check_the_memory_limit_is_the_runs_own(backend: BwrapBackend) -> None:
     assert (result.limit, result.oom_killed) == ("memory", True), result.stderr[-500:]
 
 
+SPIN_IGNORING_TERM = """
+import os, signal
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if os.fork() == 0:
+    while True: pass
+while True: pass
+"""
+
+
+def check_a_timed_out_run_is_killed_at_its_wall_time(backend: BwrapBackend) -> None:
+    # SIGTERM ignored: the host's SIGKILL of the run's PID 1 (through its pidfd) must end it.
+    # The result waits for the program's end: at the host's kill, 1.5 s in, if it worked;
+    # otherwise at the template's own hard kill, 5 s later.
+    hard_kill_s = backend.term_grace_s + 1 + zygote.HARD_KILL_GRACE_S
+    started = time.monotonic()
+    result = run(backend, SPIN_IGNORING_TERM, Limits(wall_time_s=1))
+    assert result.limit == "wall_time", result.stderr[-500:]
+    assert time.monotonic() - started < hard_kill_s / 2, "the run outlived the host's kill"
+    assert backend.wait_idle(30)
+
+
 # Modules that draw or hold random state: preloaded, every run would fork the same state.
 STATEFUL_MODULES = ("random", "_random", "tempfile", "uuid", "secrets", "_hashlib", "_ssl")
 LOADED_BEFORE_THE_PROGRAM = f"""
@@ -222,6 +244,10 @@ def test_a_run_cannot_reach_the_template(backend):
 
 def test_a_memory_hog_hits_its_own_cgroup_and_is_named(backend):
     check_the_memory_limit_is_the_runs_own(backend)
+
+
+def test_a_timed_out_run_is_killed_at_its_wall_time(backend):
+    check_a_timed_out_run_is_killed_at_its_wall_time(backend)
 
 
 def test_the_program_runs_without_capabilities_or_new_privileges(backend):
@@ -361,6 +387,11 @@ def test_sabotage_no_pid_namespace_is_caught_by_the_deny_test(monkeypatch):
 def test_sabotage_no_cgroup_placement_is_caught_by_the_memory_test(monkeypatch):
     monkeypatch.setattr(zygote, "_place", lambda cgroup, pid: None)
     assert_caught(check_the_memory_limit_is_the_runs_own)
+
+
+def test_sabotage_a_kill_that_misses_the_runs_pid_1_is_caught(monkeypatch):
+    monkeypatch.setattr(zygote.signal, "pidfd_send_signal", lambda pidfd, sig: None)
+    assert_caught(check_a_timed_out_run_is_killed_at_its_wall_time)
 
 
 def test_sabotage_a_run_that_keeps_its_tmp_is_caught(monkeypatch):

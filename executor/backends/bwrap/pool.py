@@ -40,7 +40,7 @@ REAPER_MAX_PENDING = 32
 REFILL_DEFER_S = 0.02
 # And once that run has its result, a little longer: its reply is still on its way to the
 # caller, through the web server's threads, which the refill's start-up would hold up
-# (docs/benchmarks.md, "Refills after the reply").
+# (docs/benchmarks.md, "Cgroups kept for the next run, and the reply's CPU left alone").
 REFILL_SETTLE_S = 0.004
 # A used sandbox is torn down this long after its run's result, for the same reason (an
 # unhurried reaper; one with a backlog does not wait).

@@ -19,6 +19,7 @@ from executor import Limits, RunResult, RunSpec
 from executor.backends.bwrap import cgroup_stock, cgroups
 from executor.backends.bwrap.backend import BwrapBackend
 from executor.backends.bwrap.cgroup_stock import CgroupStock
+from tests.executor.backends.bwrap.test_zygote import assert_caught
 from tests.prerequisites import ROOTFS
 
 HOST_UID = 64127
@@ -39,6 +40,13 @@ def backend() -> Iterator[BwrapBackend]:
     built = make_backend()
     yield built
     built.close()
+
+
+@pytest.fixture
+def stock() -> Iterator[CgroupStock]:
+    made = CgroupStock(PARENTS)
+    yield made
+    made.close()
 
 
 def make_backend() -> BwrapBackend:
@@ -190,28 +198,16 @@ def test_a_clean_group_is_kept_handed_out_again_and_removed_on_close():
     assert len(late) == 0
 
 
-def test_a_group_with_a_process_left_is_removed():
-    stock = CgroupStock(PARENTS)
-    try:
-        check_a_group_with_a_process_left_is_removed(stock)
-    finally:
-        stock.close()
+def test_a_group_with_a_process_left_is_removed(stock):
+    check_a_group_with_a_process_left_is_removed(stock)
 
 
-def test_a_group_charged_with_memory_is_removed():
-    stock = CgroupStock(PARENTS)
-    try:
-        check_a_group_charged_with_memory_is_removed(stock)
-    finally:
-        stock.close()
+def test_a_group_charged_with_memory_is_removed(stock):
+    check_a_group_charged_with_memory_is_removed(stock)
 
 
-def test_a_group_that_refused_a_fork_is_removed():
-    stock = CgroupStock(PARENTS)
-    try:
-        check_a_group_that_refused_a_fork_is_removed(stock)
-    finally:
-        stock.close()
+def test_a_group_that_refused_a_fork_is_removed(stock):
+    check_a_group_that_refused_a_fork_is_removed(stock)
 
 
 def test_a_memory_kill_is_not_named_again_in_the_next_run(backend):
@@ -242,51 +238,29 @@ def _sabotaged(monkeypatch: pytest.MonkeyPatch, clean: Callable[..., bool]) -> N
     monkeypatch.setattr(CgroupStock, "_clean", staticmethod(clean))
 
 
-def test_sabotage_keeping_a_group_with_a_process_is_caught(monkeypatch):
+def test_sabotage_keeping_a_group_with_a_process_is_caught(monkeypatch, stock):
     _sabotaged(monkeypatch, lambda group: True)
-    stock = CgroupStock(PARENTS)
-    try:
-        with pytest.raises(AssertionError):
-            check_a_group_with_a_process_left_is_removed(stock)
-    finally:
-        stock.close()
+    with pytest.raises(AssertionError):
+        check_a_group_with_a_process_left_is_removed(stock)
 
 
-def test_sabotage_keeping_a_charged_group_is_caught(monkeypatch):
+def test_sabotage_keeping_a_charged_group_is_caught(monkeypatch, stock):
     monkeypatch.setattr(cgroup_stock, "KEEP_MAX_CHARGED_BYTES", 1 << 40)
-    stock = CgroupStock(PARENTS)
-    try:
-        with pytest.raises(AssertionError):
-            check_a_group_charged_with_memory_is_removed(stock)
-    finally:
-        stock.close()
+    with pytest.raises(AssertionError):
+        check_a_group_charged_with_memory_is_removed(stock)
 
 
-def test_sabotage_keeping_a_group_whose_pids_max_was_hit_is_caught(monkeypatch):
+def test_sabotage_keeping_a_group_whose_pids_max_was_hit_is_caught(monkeypatch, stock):
     _sabotaged(monkeypatch, lambda group: group.empty())
-    stock = CgroupStock(PARENTS)
-    try:
-        with pytest.raises(AssertionError):
-            check_a_group_that_refused_a_fork_is_removed(stock)
-    finally:
-        stock.close()
+    with pytest.raises(AssertionError):
+        check_a_group_that_refused_a_fork_is_removed(stock)
 
 
 def test_sabotage_keeping_a_group_with_an_oom_kill_is_caught(monkeypatch):
     _sabotaged(monkeypatch, lambda group: group.empty())
-    sabotaged = make_backend()
-    try:
-        with pytest.raises(AssertionError):
-            check_a_memory_kill_is_not_named_again_in_the_next_run(sabotaged)
-    finally:
-        sabotaged.close()
+    assert_caught(check_a_memory_kill_is_not_named_again_in_the_next_run, make_backend)
 
 
 def test_sabotage_memory_limits_written_in_one_order_are_caught(monkeypatch):
     monkeypatch.setattr(cgroups, "memory_limit_order", lambda before, limit: cgroups.MEMORY_PAIR)
-    sabotaged = make_backend()
-    try:
-        with pytest.raises(AssertionError):
-            check_runs_may_raise_and_lower_the_memory_limit(sabotaged)
-    finally:
-        sabotaged.close()
+    assert_caught(check_runs_may_raise_and_lower_the_memory_limit, make_backend)

@@ -344,9 +344,11 @@ def _sabotaged_child(monkeypatch: pytest.MonkeyPatch, old: str, new: str) -> Non
     monkeypatch.setattr(zygote, "_child_source", sabotaged)
 
 
-def assert_caught(check: Callable[[BwrapBackend], None]) -> None:
-    """The check fails on a zygote built with the sabotage in place."""
-    sabotaged = make_backend()
+def assert_caught(
+    check: Callable[[BwrapBackend], None], make: Callable[[], BwrapBackend] = make_backend
+) -> None:
+    """The check fails on a zygote built (by `make`) with the sabotage in place."""
+    sabotaged = make()
     try:
         with pytest.raises(AssertionError):
             check(sabotaged)

@@ -122,9 +122,10 @@ class _Pipes:
 class ZygoteRun(Sandbox):
     """One run forked from the template, in its own namespaces and cgroups.
 
-    The RunLoop uses it like a Sandbox: stdio pipes, job and status pipes, the cgroup, and
-    signal_program/kill, which find the run's PID 1 through its cgroup (as for a Sandbox).
-    Its cgroups go back to `cgroups` once nothing of the run is left.
+    The RunLoop uses it like a Sandbox: stdio pipes, job and status pipes, the cgroup,
+    signal_program, which finds the run's processes through its cgroup (as for a Sandbox), and
+    kill, which reaches its PID 1 through a pidfd. Its cgroups go back to `cgroups` once
+    nothing of the run is left.
     """
 
     def __init__(
@@ -188,7 +189,9 @@ class ZygoteRun(Sandbox):
             logger.warning("zygote run not reaped in time")
         self._place.close()
         if self.pidfd is not None:
-            os.close(self.pidfd)
+            # Forgotten as it is closed: its number may soon be another run's pidfd.
+            pidfd, self.pidfd = self.pidfd, None
+            os.close(pidfd)
         # A group that still holds a process is killed and removed there.
         self._cgroups.give_back(self._run_cgroup)
         self._on_destroyed()

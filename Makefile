@@ -14,9 +14,10 @@ PIP_INSTALL = $(PY) -m pip install -q -c $(CONSTRAINTS)
 # What the run path needs from the system: bwrap and libseccomp (the sandbox), debootstrap and
 # Debian's keyring (its root filesystem), a C compiler with the static libc (the launcher).
 APT_PACKAGES ?= bubblewrap libseccomp2 debootstrap debian-archive-keyring gcc libc6-dev
+TEST_APT_PACKAGES ?= redis-server postgresql chromium
 
 .PHONY: run test test-unit test-browser test-sabotage test-fault compose-smoke bench bench-peers loadtest lint format sandbox-image sandbox-rootfs \
-        sandbox launcher docker-image prereqs migrate frontend clean constraints
+        sandbox launcher docker-image prereqs test-prereqs migrate frontend clean constraints
 
 # The runtime dependencies only: what `make run` serves with.
 $(VENV)/.installed: pyproject.toml $(CONSTRAINTS) | prereqs
@@ -33,6 +34,13 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	$(PY) -m pip install -q --no-deps replit-code-exec==0.0.1
 	touch $@
 
+# Shell: the packages of $(1) dpkg does not list as installed, each after a space.
+missing_packages = dpkg-query -W -f='$${Package} $${db:Status-Status}\n' $(1) 2>/dev/null | awk '$$2 == "installed" {ok[$$1] = 1} END {n = split("$(1)", want, " "); for (i = 1; i <= n; i++) if (!ok[want[i]]) printf " %s", want[i]}'
+# Shell: install the packages in $$missing, saying so.
+apt_install = echo "+ apt-get update && apt-get install -y --no-install-recommends$$missing"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null
+
 # Installs the missing system packages when run as root (Debian/Ubuntu); otherwise names them.
 prereqs:
 	@if ! command -v dpkg-query >/dev/null; then \
@@ -40,18 +48,29 @@ prereqs:
 	  if [ -n "$$missing" ]; then echo "Missing:$$missing. Install bubblewrap, libseccomp, debootstrap and a C compiler with a static libc."; exit 1; fi; \
 	  exit 0; \
 	fi; \
-	missing=$$(dpkg-query -W -f='$${Package} $${db:Status-Status}\n' $(APT_PACKAGES) 2>/dev/null | awk '$$2 == "installed" {ok[$$1] = 1} END {n = split("$(APT_PACKAGES)", want, " "); for (i = 1; i <= n; i++) if (!ok[want[i]]) printf " %s", want[i]}'); \
+	missing=$$($(call missing_packages,$(APT_PACKAGES))); \
 	$(PYTHON) -c 'import sys, ensurepip, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || missing="$$missing python3 python3-venv"; \
 	[ -z "$$missing" ] && exit 0; \
 	if [ "$$(id -u)" != 0 ]; then \
 	  echo "Missing system packages. Run: sudo apt-get update && sudo apt-get install -y --no-install-recommends$$missing"; \
 	  exit 1; \
 	fi; \
-	echo "+ apt-get update && apt-get install -y --no-install-recommends$$missing"; \
-	export DEBIAN_FRONTEND=noninteractive; \
-	apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	$(apt_install); \
 	$(PYTHON) -c 'import sys, ensurepip, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
 	  echo "$(PYTHON) must be Python >= 3.11 with venv; name another with PYTHON=..."; exit 1; }
+
+# What the tests and benches run for real beside the app: redis-server (tests/servers.py; the
+# tests that use Redis stop without it), PostgreSQL and Chromium (their tests are skipped
+# without them). Run as root, `make test` installs the missing ones; otherwise it names them.
+test-prereqs: prereqs
+	@command -v dpkg-query >/dev/null || exit 0; \
+	missing=$$($(call missing_packages,$(TEST_APT_PACKAGES))); \
+	[ -z "$$missing" ] && exit 0; \
+	if [ "$$(id -u)" != 0 ]; then \
+	  echo "The tests also need:$$missing. Run: sudo apt-get update && sudo apt-get install -y --no-install-recommends$$missing"; \
+	  exit 0; \
+	fi; \
+	$(apt_install)
 
 # Rewrite $(CONSTRAINTS) from pyproject.toml (runtime + dev + docker), keeping the pins that
 # still fit; `make constraints PIP_COMPILE_ARGS=--upgrade` moves everything to the newest.
@@ -97,20 +116,20 @@ run: $(VENV)/.installed sandbox migrate
 
 test: $(VENV)/.installed-dev sandbox test-unit test-browser test-fault
 
-test-unit: $(VENV)/.installed-dev $(LAUNCHER)
+test-unit: $(VENV)/.installed-dev $(LAUNCHER) | test-prereqs
 	$(PY) -m pytest -m "not browser and not fault" $(PYTEST_ARGS)
 
 # Playwright's sync API runs its own event loop; keep it out of the asyncio tests' process.
-test-browser: $(VENV)/.installed-dev $(LAUNCHER)
+test-browser: $(VENV)/.installed-dev $(LAUNCHER) | test-prereqs
 	$(PY) -m pytest -m browser $(PYTEST_ARGS)
 
-test-sabotage: $(VENV)/.installed-dev $(LAUNCHER)
+test-sabotage: $(VENV)/.installed-dev $(LAUNCHER) | test-prereqs
 	$(PY) -m pytest -m sabotage $(PYTEST_ARGS)
 
-test-fault: $(VENV)/.installed-dev $(LAUNCHER)
+test-fault: $(VENV)/.installed-dev $(LAUNCHER) | test-prereqs
 	$(PY) -m pytest -m fault $(PYTEST_ARGS)
 
-bench: $(VENV)/.installed-dev sandbox
+bench: $(VENV)/.installed-dev sandbox | test-prereqs
 	$(PY) tests/bench/bench_executor.py
 	$(PY) tests/bench/bench_executor.py --program imports --only bwrap-warm --runs 100
 	$(PY) tests/bench/bench_api.py
@@ -138,7 +157,7 @@ bench-peers: $(BENCH_PEERS_VENV)/.installed sandbox sandbox-image
 compose-smoke: sandbox-image
 	bash tests/fault/compose_smoke.sh
 
-loadtest: $(VENV)/.installed-dev sandbox
+loadtest: $(VENV)/.installed-dev sandbox | test-prereqs
 	$(PY) tests/bench/loadtest.py
 
 # The same load test on docker-compose.yml's services (built from local images, torn down after),

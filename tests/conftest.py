@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 import pytest
 
 from tests import prerequisites, servers
-from tests.prerequisites import MISSING, DockerImage, OptionalPiece, required
+from tests.prerequisites import MISSING, DockerImage, OptionalPiece, chromium_problem, required
 from tests.servers import postgres_problem
 
 # Fixtures shared by tests in several folders.
@@ -28,6 +28,7 @@ SANDBOX_FIXTURES = {"sandbox_rootfs", "backend", "sandbox_backend"}
 OPTIONAL = {
     "docker": OptionalPiece("DOCKER", "Docker backend", DockerImage()),
     "postgres_server": OptionalPiece("POSTGRES", "PostgreSQL", lambda say: postgres_problem()),
+    "chromium": OptionalPiece("BROWSER", "Browser", lambda say: chromium_problem()),
 }
 
 
@@ -50,11 +51,11 @@ def _say(config: pytest.Config, line: str) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Tests of an optional piece (docker-marked, or using `postgres_server`): the piece is
-    checked once (the Docker image built if need be); without it they are skipped here, so that
-    one summary line says why, not one error per test."""
+    """Tests of an optional piece (docker-marked, or using `postgres_server` or `chromium`): the
+    piece is checked once (the Docker image built if need be); without it they are skipped here,
+    so that one summary line says why, not one error per test."""
     needs = {"docker"} if item.get_closest_marker("docker") else set()
-    needs |= {"postgres_server"} & set(getattr(item, "fixturenames", ()))
+    needs |= {"postgres_server", "chromium"} & set(getattr(item, "fixturenames", ()))
     for need in sorted(needs):
         piece = OPTIONAL[need]
         problem = piece.ensure(lambda line: _say(item.config, line))

@@ -2,9 +2,9 @@
 
 Required (the session stops with that line): bubblewrap, the sandbox root filesystem and the
 launcher for any test that runs a sandbox; redis-server for any test that uses Redis.
-Optional (skipped, one summary line): a Docker engine, PostgreSQL. UNDOABLE_REQUIRE_DOCKER=1,
-UNDOABLE_REQUIRE_POSTGRES=1 or UNDOABLE_REQUIRE_ALL=1 (CI) make a missing optional piece stop
-the session too.
+Optional (skipped, one summary line): a Docker engine, PostgreSQL, Debian's chromium.
+UNDOABLE_REQUIRE_DOCKER=1, UNDOABLE_REQUIRE_POSTGRES=1, UNDOABLE_REQUIRE_BROWSER=1 or
+UNDOABLE_REQUIRE_ALL=1 (CI) make a missing optional piece stop the session too.
 """
 
 from __future__ import annotations
@@ -23,13 +23,16 @@ REPO = Path(__file__).resolve().parents[1]
 ROOTFS = REPO / "var" / "sandbox-rootfs"
 ROOTFS_STAMP = ROOTFS / "etc" / "undoable-rootfs-built"
 SANDBOX_IMAGE = os.environ.get("UNDOABLE_SANDBOX_IMAGE", "undoable-sandbox:latest")
+# The browser tests drive Debian's chromium: Playwright's own browser download is not used.
+CHROMIUM = Path("/usr/bin/chromium")
 Say = Callable[[str], None]
 # Exit status of a session stopped for a missing prerequisite (pytest's own "usage error").
 MISSING = 4
 
 
 def required(piece: str) -> bool:
-    """Whether CI (or the user) demands `piece` ("DOCKER", "POSTGRES"): then it is no skip."""
+    """Whether CI (or the user) demands `piece` ("DOCKER", "POSTGRES", "BROWSER"): then it is no
+    skip."""
     names = (f"UNDOABLE_REQUIRE_{piece}", "UNDOABLE_REQUIRE_ALL")
     return any(os.environ.get(name) == "1" for name in names)
 
@@ -43,6 +46,12 @@ def sandbox_problems() -> list[str]:
     if not os.access(LAUNCHER, os.X_OK):
         problems.append(f"the sandbox launcher {LAUNCHER} is not built: run `make launcher`")
     return problems
+
+
+def chromium_problem(path: Path = CHROMIUM) -> str | None:
+    if os.access(path, os.X_OK):
+        return None
+    return f"{path} is missing: run `sudo apt-get install -y chromium`"
 
 
 class OptionalPiece:

@@ -19,6 +19,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from tests.fakes.llm_server import FakeLLMServer
 from tests.local_servers import free_port, signed_in_session_script
+from tests.prerequisites import CHROMIUM
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM_ARGS = [
@@ -125,7 +126,7 @@ def app_server(fake_llm_server: FakeLLMServer) -> Iterator[AppServer]:
 def chromium() -> Iterator[Browser]:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS, headless=True
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
         )
         yield browser
         browser.close()

@@ -14,6 +14,7 @@ import pytest
 
 from tests import prerequisites, servers
 from tests.prerequisites import MISSING, DockerImage, OptionalPiece, chromium_problem, required
+from tests.quota_mounts import ours_under
 from tests.servers import postgres_problem
 
 # Fixtures shared by tests in several folders.
@@ -114,10 +115,18 @@ def postgres_server(server_root: servers.ServerRoot) -> servers.PostgresServer:
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """After the fixtures' teardown: no process of the session's servers may be left."""
+    """After the fixtures' teardown: no process of the session's servers may be left, and no
+    quota tmpfs a test mounted under the session's temporary folder."""
     left = [line for root in _ROOTS for line in servers.survivors(root.path, root.pids)]
     if left:
         _say(session.config, "server processes outlived the session: " + "; ".join(left))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    # pytest's own temporary folder of this session, if a test made one (tmp_path).
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    basetemp = getattr(factory, "_basetemp", None)
+    mounts = ours_under(basetemp) if basetemp is not None else []
+    if mounts:
+        _say(session.config, "quota tmpfs mounts outlived the session: " + "; ".join(mounts))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -7,12 +7,19 @@ but cannot remove a mount point, so a folder's teardown unmounts what is ours un
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from executor import quota
 
+# Taken at import, before any test runs: a sabotage that switches the product's unmount off
+# (monkeypatching `quota.unmount`) must not switch off the teardown that cleans up after it,
+# whichever order pytest undoes the patch and runs the teardown in.
+_unmount = quota.unmount
 
-def unmount_under(root: Path) -> None:
+
+def ours_under(root: Path) -> list[str]:
+    """Our quota tmpfs mount points under `root`, deepest first."""
     prefix = str(Path(root).resolve()) + "/"
     with open("/proc/self/mountinfo") as mountinfo:
         points = [
@@ -20,8 +27,20 @@ def unmount_under(root: Path) -> None:
             for line in mountinfo
             if quota.SOURCE in line.split(" - ", 1)[-1].split()[1:2]
         ]
-    for point in sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True):
-        quota.unmount(Path(point))
+    return sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True)
+
+
+def unmount_under(root: Path) -> None:
+    for point in ours_under(root):
+        _unmount(Path(point))
+
+
+def remove_var_dir(root: Path) -> None:
+    """A test server's var folder, once its server has ended: the quota tmpfs of its pending
+    changes and sessions first (rmtree cannot remove a mount point), then the files (sandboxes
+    leave some of other uids, hence ignore_errors)."""
+    unmount_under(root)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 # Prints the errno name where the quota stops it, or that it wrote everything.

@@ -20,6 +20,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 from tests.fakes.llm_server import FakeLLMServer
 from tests.local_servers import free_port, signed_in_session_script
 from tests.prerequisites import CHROMIUM
+from tests.quota_mounts import remove_var_dir
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM_ARGS = [
@@ -120,6 +121,7 @@ def app_server(fake_llm_server: FakeLLMServer) -> Iterator[AppServer]:
             process.kill()
             process.wait()
         log.close()
+        remove_var_dir(var_dir)
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ from tests.browser.conftest import _wait_healthy
 from tests.fakes.llm_server import FakeLLMServer, tool_call
 from tests.fakes.oauth_provider import FakeOAuthProvider
 from tests.local_servers import free_port
+from tests.quota_mounts import remove_var_dir
 
 pytestmark = pytest.mark.browser
 
@@ -105,6 +106,7 @@ def server_url(llm: FakeLLMServer, provider: FakeOAuthProvider, port: int) -> It
         process.terminate()
         process.wait(timeout=15)
     server_log = (var_dir / "server.log").read_text(errors="replace")
+    remove_var_dir(var_dir)
     for token in provider.issued_tokens():
         assert token not in server_log
 

@@ -22,6 +22,7 @@ from tests.browser.conftest import _wait_healthy
 from tests.fakes.llm_server import FakeLLMServer, tool_call
 from tests.fakes.slack_server import FakeSlackServer
 from tests.local_servers import free_port
+from tests.quota_mounts import remove_var_dir
 
 pytestmark = pytest.mark.browser
 
@@ -102,6 +103,7 @@ def server_url(llm: FakeLLMServer) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=15)
+        remove_var_dir(var_dir)
 
 
 def new_page(chromium: Browser, url: str) -> Page:

@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from tests.local_servers import free_port, wait_until
+from tests.quota_mounts import remove_var_dir
 from tests.webapp.fresh_interpreter import probe_state
 from webapp.rlimits import open_files_limit_raise
 
@@ -105,7 +106,7 @@ def serving(
         process.kill()
         process.wait()
         log.close()
-        shutil.rmtree(var_dir.parent, ignore_errors=True)  # sandboxes leave files of other uids
+        remove_var_dir(var_dir.parent)
 
 
 def healthy(url: str) -> bool:

@@ -8,6 +8,7 @@ of them (secrets included).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
@@ -22,6 +23,8 @@ SANDBOX_LABEL = "undoable.sandbox"
 NANO_CPUS = 1_000_000_000
 # The supervisor (PID 1) counts against the pids limit; the program gets max_pids of its own.
 SUPERVISOR_PIDS = 1
+# Where the zygote's template container finds the host folder with its control socket.
+TEMPLATE_SOCKET_FOLDER = "/run/undoable"
 _IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}$")
 _LABEL_KEY = re.compile(r"^undoable\.[a-z0-9.-]{1,60}$")
 
@@ -124,6 +127,66 @@ def container_create_kwargs(
         # Output travels over the attached socket; nothing is written to disk by the engine.
         "log_config": {"type": "none", "config": {}},
         "auto_remove": True,
+    }
+
+
+def template_container_kwargs(
+    *,
+    image: str,
+    command: list[str],
+    labels: dict[str, str],
+    uid: int,
+    socket_folder: str,
+    limits: Limits,
+    seccomp_profile: dict[str, Any],
+) -> dict[str, Any]:
+    """The kwargs for `api.create_container(**kwargs)` of the container the zygote's
+    template runs in (backends/docker/template.py, docs/zygote.md).
+
+    Locked down like a run's container (no network, no capability, read-only root, no new
+    privileges, memory and pids caps), as host uid `uid`, with `socket_folder` bound at
+    TEMPLATE_SOCKET_FOLDER for its control socket. Two things differ, both for making runs:
+    `seccomp_profile` (seccomp.docker_profile(zygote=True): our deny list without the
+    namespace and mount calls each run is made with; the template loads the same filter as BPF
+    itself, and each run the full one), and unmasked system paths, without which the kernel
+    refuses a run its own /proc. The template covers the container's /sys before any run.
+    """
+    if not _IMAGE.match(image):
+        raise InvalidSpec(f"invalid image name {image!r}")
+    for key in labels:
+        if not _LABEL_KEY.match(key) or key == SANDBOX_LABEL:
+            raise InvalidSpec(f"invalid label {key!r}")
+    if not _canonical_folder(socket_folder):
+        raise InvalidSpec(f"the socket folder must be canonical, not {socket_folder!r}")
+    memory = _mib(limits.memory_mib)
+    return {
+        "image": image,
+        "command": command,
+        "user": f"{uid}:{uid}",
+        "working_dir": "/",
+        "environment": [],
+        "labels": {**labels, SANDBOX_LABEL: "1"},
+        "network_disabled": True,
+        # The Engine API's own names: the SDK has none for MaskedPaths and ReadonlyPaths.
+        "host_config": {
+            "NetworkMode": "none",
+            "CapDrop": ["ALL"],
+            "SecurityOpt": ["no-new-privileges", f"seccomp={json.dumps(seccomp_profile)}"],
+            # What `--security-opt systempaths=unconfined` sends.
+            "MaskedPaths": [],
+            "ReadonlyPaths": [],
+            "Privileged": False,
+            "ReadonlyRootfs": True,
+            "IpcMode": "private",
+            "Binds": [f"{socket_folder}:{TEMPLATE_SOCKET_FOLDER}:rw"],
+            "PidsLimit": int(limits.max_pids),
+            "Memory": memory,
+            "MemorySwap": memory,
+            "Ulimits": [{"Name": "core", "Soft": 0, "Hard": 0}],
+            "Init": False,  # the template is PID 1 and reaps what it must
+            "LogConfig": {"Type": "none", "Config": {}},
+            "AutoRemove": False,  # removed by its backend, after its state is read
+        },
     }
 
 

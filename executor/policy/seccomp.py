@@ -13,6 +13,7 @@ import errno
 import functools
 import os
 import tempfile
+from typing import Any
 
 from executor.errors import BackendUnavailable
 
@@ -93,26 +94,66 @@ ENOSYS_SYSCALLS: tuple[str, ...] = ("clone3",)
 ZYGOTE_ALLOWED: tuple[str, ...] = ("unshare", "mount")
 
 
+def _native(names: tuple[str, ...]) -> list[str]:
+    """The calls of `names` this architecture has (iopl is not on arm64: nothing to deny)."""
+    import pyseccomp as seccomp
+
+    native = seccomp.system_arch()
+    return [name for name in names if seccomp.resolve_syscall(native, name) >= 0]
+
+
+def _denied(zygote: bool) -> list[str]:
+    allowed = ZYGOTE_ALLOWED if zygote else ()
+    return _native(tuple(name for name in DENIED_SYSCALLS if name not in allowed))
+
+
 def build_filter(*, zygote: bool = False):  # type: ignore[no-untyped-def]
     """The libseccomp filter object (pyseccomp.SyscallFilter) for the policy above; with
     `zygote`, the template's variant (ZYGOTE_ALLOWED left out of the deny list)."""
     import pyseccomp as seccomp
 
     filt = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
-    native = seccomp.system_arch()
-    allowed = ZYGOTE_ALLOWED if zygote else ()
-    for name in (name for name in DENIED_SYSCALLS if name not in allowed):
-        # Some calls do not exist on every architecture (iopl on arm64): nothing to deny.
-        if seccomp.resolve_syscall(native, name) >= 0:
-            filt.add_rule(seccomp.ERRNO(errno.EPERM), name)
-    for name in ENOSYS_SYSCALLS:
-        if seccomp.resolve_syscall(native, name) >= 0:
-            filt.add_rule(seccomp.ERRNO(errno.ENOSYS), name)
+    for name in _denied(zygote):
+        filt.add_rule(seccomp.ERRNO(errno.EPERM), name)
+    for name in _native(ENOSYS_SYSCALLS):
+        filt.add_rule(seccomp.ERRNO(errno.ENOSYS), name)
     for request in DENIED_IOCTLS:
         # Compare the low 32 bits only: the kernel truncates the request to an int.
         arg = seccomp.Arg(1, seccomp.MASKED_EQ, 0xFFFFFFFF, request)
         filt.add_rule(seccomp.ERRNO(errno.EPERM), "ioctl", arg)
     return filt
+
+
+def docker_profile(*, zygote: bool = False) -> dict[str, Any]:
+    """The same policy as a Docker seccomp profile (the JSON `security_opt: seccomp=` takes).
+
+    For the container the Docker backend hosts the zygote's template in
+    (backends/docker/template.py): Docker's default profile refuses the namespaces and mounts
+    every run is made with. The template loads `seccomp_bpf(zygote=True)` itself as well.
+    """
+    masked_eq = "SCMP_CMP_MASKED_EQ"  # (argument & value) == valueTwo
+    return {
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "syscalls": [
+            {"names": _denied(zygote), "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM},
+            {
+                "names": _native(ENOSYS_SYSCALLS),
+                "action": "SCMP_ACT_ERRNO",
+                "errnoRet": errno.ENOSYS,
+            },
+            *(
+                {
+                    "names": ["ioctl"],
+                    "action": "SCMP_ACT_ERRNO",
+                    "errnoRet": errno.EPERM,
+                    "args": [
+                        {"index": 1, "value": 0xFFFFFFFF, "valueTwo": request, "op": masked_eq}
+                    ],
+                }
+                for request in DENIED_IOCTLS
+            ),
+        ],
+    }
 
 
 @functools.cache

@@ -33,6 +33,7 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
+MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
 MS_NOEXEC = 8
@@ -360,8 +361,35 @@ def _kill(pid):
         return
 
 
+def _confine_in_container(template_bpf, covered):
+    """What bwrap does for a template in a sandbox, for one in a Docker container
+    (backends/docker/template.py), before it takes any request.
+
+    A user and mount namespace of its own, where an empty read-only tmpfs covers each folder of
+    `covered`: /sys, since the container's sysfs shows the host's devices (and more, with the
+    unmasked system paths the runs need to mount their /proc) where a bwrap sandbox has no
+    /sys; and the host folder the template's socket was in. Then no capabilities
+    and the template's seccomp filter, as bwrap would load it. Runs still start with a full
+    set of capabilities in their own user namespaces, and load the full filter themselves.
+    """
+    uid, gid = os.getuid(), os.getgid()
+    _unshare(CLONE_NEWUSER | CLONE_NEWNS)
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+    for folder in covered:
+        _mount("tmpfs", folder, "tmpfs", flags, "size=4k,mode=0555")
+    prepared = _prepared(template_bpf)
+    _drop_capabilities(prepared["cap_last"])
+    _seccomp(prepared["fprog"])
+
+
 def start(payload, control_fd):
-    """Entry point (the bootstrap in backends/bwrap/zygote.py hands over the host's payload)."""
+    """Entry point (the bootstraps in backends/bwrap/zygote.py and backends/docker/template.py
+    hand over the host's payload)."""
+    if "template_bpf" in payload:
+        _confine_in_container(payload["template_bpf"], payload["template_covers"])
     driver = type(sys)("undoable_driver")
     exec(compile(payload["driver"], "driver.py", "exec"), driver.__dict__)  # noqa: S102
     loaded = set(sys.modules)

@@ -77,6 +77,7 @@ class DockerStarter:
             docker_url=config.docker_url,
             warm_pool_size=0,
             limits=config.limits,
+            zygote=False,  # sessions get a container each
         )
         try:
             self.backend.self_check()

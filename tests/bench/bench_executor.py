@@ -16,7 +16,8 @@ For warm modes it then prints what a run costs the whole machine (CPU, page faul
 (HumanEval, 4 at a time on 2 cores) that ratio, not latency, sets the wall time.
 
 Modes: bwrap-warm (warm pool; sequential runs wait for the pool to refill between runs, so
-each run is a warm one), bwrap-cold (no pool), docker-warm (same, with containers). A
+each run is a warm one), bwrap-cold (no pool), docker-warm (runs forked from the template in
+a container), docker-containers (a warm pool of containers, one per run). A
 backend that is unavailable is skipped with a note. Targets (issue 2): bwrap p50 within 2x of
 the floor; Docker warm p50 under 100 ms.
 """
@@ -89,6 +90,13 @@ def modes(concurrency: int) -> list[Mode]:
         Mode("bwrap-warm", "bwrap", {"rootfs": rootfs, "warm_pool_size": concurrency}, True),
         Mode("bwrap-cold", "bwrap", {"rootfs": rootfs, "warm_pool_size": 0}, False),
         Mode("docker-warm", "docker", {"warm_pool_size": concurrency}, True),
+        # Docker's container per run: its sessions', and every run's without the template.
+        Mode(
+            "docker-containers",
+            "docker",
+            {"warm_pool_size": concurrency, "zygote": False},
+            True,
+        ),
     ]
 
 

@@ -268,7 +268,11 @@ def runners(wanted: set[str]) -> list[Runner]:
         ("floor", lambda: Runner("bare interpreter (no isolation)", floor_run, idle=floor_idle)),
         ("bwrap", lambda: undoable_runner("bwrap-warm", "Undoable bwrap (warm pool)")),
         ("http", http_runner),
-        ("docker", lambda: undoable_runner("docker-warm", "Undoable Docker (warm pool)")),
+        ("docker", lambda: undoable_runner("docker-warm", "Undoable Docker (zygote container)")),
+        (
+            "docker-containers",
+            lambda: undoable_runner("docker-containers", "Undoable Docker (container per run)"),
+        ),
         (
             "llm-bwrap",
             lambda: Runner(
@@ -367,7 +371,11 @@ def floor_idle() -> Iterator[list[int] | str]:
 @contextmanager
 def undoable_idle(backend: Any) -> Iterator[list[int] | str]:
     backend.wait_warm(WARM_WAIT_S)
-    if hasattr(backend, "warm_container_ids"):
+    if getattr(backend, "forked_runs", 0):
+        # Docker's runs forked from its template container: they descend from the template.
+        tree, template = children(), sorted(backend.template_pids())
+        yield sorted({*template, *(d for pid in template for d in descendants(pid, tree))})
+    elif hasattr(backend, "warm_container_ids"):
         yield backend.warm_container_ids()
     else:  # bwrap: the warm sandboxes are this process's children, but for the HTTP row's server
         tree = children()

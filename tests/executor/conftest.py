@@ -1,8 +1,10 @@
 """Executor fixtures: one real backend per parameter, and a runner that checks nothing is left.
 
-`backend` is session-scoped and parametrized over both real backends, so every hostile test
-runs against bwrap and against Docker. UNDOABLE_TEST_BACKENDS (comma list, default
-"bwrap,docker") narrows that; "unsandboxed" is accepted too, to try the suite itself against
+`backend` is session-scoped and parametrized over the real backends, so every hostile test runs
+against bwrap, against Docker's runs forked from its template container ("docker") and against
+Docker's container per run ("docker-containers", its path for sessions and when the template is
+unavailable). UNDOABLE_TEST_BACKENDS (comma list, default "bwrap,docker,docker-containers")
+narrows that; "unsandboxed" is accepted too, to try the suite itself against
 the unsafe backend (its deny tests must then fail; test_sabotage.py proves that on its own).
 UNDOABLE_SANDBOX_IMAGE picks another Docker image. The session checks Docker once, on its first
 docker test (tests/conftest.py): with an engine but no image it builds the image; with no engine
@@ -26,6 +28,7 @@ import executor
 from executor.backends.base import Backend
 from executor.backends.bwrap import cgroups as executor_cgroups
 from executor.backends.bwrap.cgroup_stock import STOCK_SIZE
+from executor.backends.docker.forked import FORKED_UID
 from executor.errors import BackendUnavailable
 from tests.prerequisites import MISSING, SANDBOX_IMAGE
 
@@ -41,8 +44,13 @@ TRACE_WORDS = ("bwrap", "sandbox-rootfs", "undoable-sandbox", "undoable-run")
 
 
 def _params() -> list[Any]:
-    names = os.environ.get("UNDOABLE_TEST_BACKENDS", "bwrap,docker").split(",")
-    marks = {"docker": [pytest.mark.docker], "unsandboxed": [pytest.mark.sabotage]}
+    names = os.environ.get("UNDOABLE_TEST_BACKENDS", "bwrap,docker,docker-containers").split(",")
+    docker_mark = [pytest.mark.docker]
+    marks = {
+        "docker": docker_mark,
+        "docker-containers": docker_mark,
+        "unsandboxed": [pytest.mark.sabotage],
+    }
     return [pytest.param(name, marks=marks.get(name, []), id=name) for name in names]
 
 
@@ -55,20 +63,39 @@ def _bwrap(rootfs: Path, docker_missing: Callable[[str], NoReturn]) -> Backend:
         pytest.exit(f"the bwrap backend is unavailable: {exc}", returncode=MISSING)
 
 
-def _docker(rootfs: Path, docker_missing: Callable[[str], NoReturn]) -> Backend:
+def _docker(
+    rootfs: Path, docker_missing: Callable[[str], NoReturn], *, zygote: bool = True
+) -> Backend:
     try:
-        return executor.create_backend(
-            "docker", image=DOCKER_IMAGE, warm_pool_size=WARM_POOL_SIZE, limits=TEST_LIMITS
+        built = executor.create_backend(
+            "docker",
+            image=DOCKER_IMAGE,
+            warm_pool_size=WARM_POOL_SIZE,
+            limits=TEST_LIMITS,
+            zygote=zygote,
         )
     except BackendUnavailable as exc:
         docker_missing(f"the docker backend is unavailable: {exc}")
+    if zygote and built.forked_runs == 0:
+        built.close()
+        pytest.fail("the docker backend runs no program forked from its template")
+    return built
+
+
+def _docker_containers(rootfs: Path, docker_missing: Callable[[str], NoReturn]) -> Backend:
+    return _docker(rootfs, docker_missing, zygote=False)
 
 
 def _unsandboxed(rootfs: Path, docker_missing: Callable[[str], NoReturn]) -> Backend:
     return UnsandboxedBackend()
 
 
-FACTORIES = {"bwrap": _bwrap, "docker": _docker, "unsandboxed": _unsandboxed}
+FACTORIES = {
+    "bwrap": _bwrap,
+    "docker": _docker,
+    "docker-containers": _docker_containers,
+    "unsandboxed": _unsandboxed,
+}
 
 
 @pytest.fixture(scope="session", params=_params())
@@ -117,7 +144,7 @@ def _program_uid(backend: Backend) -> int:
     if isinstance(backend, UnsandboxedBackend):
         return backend.uid
     if backend.name == "docker":
-        return DOCKER_SANDBOX_UID
+        return FORKED_UID if backend.forked_runs else DOCKER_SANDBOX_UID
     return getattr(backend, "host_uid", None) or os.getuid()
 
 

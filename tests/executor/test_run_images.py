@@ -60,9 +60,10 @@ def each_backend(
 
 @pytest.fixture(scope="module")
 def docker_backend(docker_missing: Callable[[str], NoReturn]) -> Iterator[Backend]:
+    """Docker's container per run, whose images travel in wire.py's frames."""
     try:
         backend = executor.create_backend(
-            "docker", image=SANDBOX_IMAGE, warm_pool_size=0, limits=LIMITS
+            "docker", image=SANDBOX_IMAGE, warm_pool_size=0, limits=LIMITS, zygote=False
         )
     except BackendUnavailable as exc:
         docker_missing(f"the docker backend is unavailable: {exc}")

@@ -7,29 +7,25 @@ and `wait_idle()` wait for those teardowns, so "nothing is left" holds once they
 
 from __future__ import annotations
 
+import functools
 import logging
-import marshal
 import os
 import shutil
-import signal
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from executor.backends.base import OutputCallback
 from executor.backends.bwrap import cgroups
-from executor.backends.bwrap.loop import Outcome, RunLoop
-from executor.backends.bwrap.pool import Reaper, Sandbox, WarmPool
-from executor.backends.bwrap.zygote import Zygote, ZygoteRun
+from executor.backends.bwrap.execute import execute
+from executor.backends.bwrap.pool import Reaper, Sandbox, WarmPool, pool_fits
+from executor.backends.bwrap.zygote import Template, Zygote, ZygoteRun
 from executor.cancel import CancelToken
-from executor.errors import BackendUnavailable, InvalidLimits, InvalidSpec, SandboxFailed
+from executor.errors import BackendUnavailable, InvalidLimits
 from executor.limits import Limits
-from executor.policy.bwrap_args import LAUNCHER, program_env, program_rlimits, rlimit_names_known
+from executor.policy.bwrap_args import LAUNCHER, rlimit_names_known
 from executor.policy.mounts import Mount, check_mounts
 from executor.policy.seccomp import seccomp_bpf
 from executor.result import RunResult
 from executor.spec import RunSpec
-from executor.stops import StopFacts, limit_that_stopped
-from executor.streaming import OutputPump
 
 logger = logging.getLogger(__name__)
 
@@ -37,12 +33,6 @@ logger = logging.getLogger(__name__)
 # a sandbox reaches only other sandboxes. Not `nobody` (other daemons run as it) and outside the
 # ranges adduser, systemd (DynamicUser, homed, containers) and /etc/subuid hand out.
 SANDBOX_UID = 65600
-
-
-@dataclass(frozen=True)
-class _Job:
-    payload: bytes
-    stdin: bytes
 
 
 class BwrapBackend:
@@ -85,10 +75,21 @@ class BwrapBackend:
         self._pool: WarmPool | None = None
         self._pool_size = warm_pool_size
         self._reaper = Reaper()
+        # Runs one job in a started sandbox or zygote run, then hands it to the reaper.
+        self._execute = functools.partial(
+            execute, reaper=self._reaper, term_grace_s=self.term_grace_s
+        )
         self._zygote: Zygote | None = None
         if zygote and self.cgroup_parents:
             self._zygote = Zygote(
-                rootfs=self.rootfs, host_uid=self.host_uid, cgroup_parents=self.cgroup_parents
+                start_template=functools.partial(
+                    Template.start,
+                    rootfs=self.rootfs,
+                    host_uid=self.host_uid,
+                    cgroup_parents=self.cgroup_parents,
+                ),
+                cgroup_parents=self.cgroup_parents,
+                expected_uid=self.host_uid if self.host_uid is not None else os.getuid(),
             )
         # How many runs took a warm sandbox (a zygote run counts as one) vs started one
         # (benchmarks and tests read this); and how many of the warm ones were zygote runs.
@@ -146,7 +147,7 @@ class BwrapBackend:
             self.stats["cold"] += 1
             return self._run_cold(spec, limits, on_output, cancel, mounts)
         pool = self._pool
-        sandbox = pool.take() if pool is not None and self._pool_fits(limits) else None
+        sandbox = pool.take() if pool is not None and pool_fits(limits, self.pool_limits) else None
         if sandbox is not None:
             assert pool is not None
             self._count_warm(sandbox)
@@ -202,14 +203,6 @@ class BwrapBackend:
             self._zygote.close()
             self._zygote = None
 
-    def _pool_fits(self, limits: Limits) -> bool:
-        pool = self.pool_limits
-        return (
-            limits.workdir_quota_mib == pool.workdir_quota_mib
-            and limits.tmp_quota_mib == pool.tmp_quota_mib
-            and limits.wall_time_s <= pool.wall_time_s
-        )
-
     def _start(self, limits: Limits, hard_limit_s: float, mounts: Sequence[Mount] = ()) -> Sandbox:
         return Sandbox.start(
             rootfs=self.rootfs,
@@ -245,85 +238,6 @@ class BwrapBackend:
         self.stats["warm"] += 1
         if isinstance(sandbox, ZygoteRun):
             self.zygote_runs += 1
-
-    def _execute(
-        self,
-        sandbox: Sandbox,
-        spec: RunSpec,
-        limits: Limits,
-        on_output: OutputCallback | None,
-        cancel: CancelToken | None,
-    ) -> RunResult:
-        outcome: Outcome | None = None
-        try:
-            if sandbox.cgroup is not None:
-                sandbox.cgroup.apply(limits)
-            job = self._job(
-                spec, limits, memory_cgroup=bool(sandbox.cgroup and sandbox.cgroup.has_memory)
-            )
-            pump = OutputPump(on_output, limits.max_output_bytes)
-            loop = RunLoop(sandbox, pump, limits.wall_time_s, self.term_grace_s)
-            outcome = loop.run(job.payload, job.stdin, cancel)
-            # Read before teardown removes the cgroup; an OOM kill of the program is counted
-            # before the supervisor can report its status.
-            oom = sandbox.cgroup.oom_killed() if sandbox.cgroup is not None else False
-            pids_max_hit = sandbox.cgroup.pids_max_hit() if sandbox.cgroup is not None else False
-        finally:
-            # Always torn down, off this thread: the result need not wait for bwrap to exit.
-            reported = outcome is not None and outcome.status is not None
-            self._reaper.submit(sandbox, exiting=reported)
-        status = outcome.status
-        if status is None:
-            if not (outcome.killed or oom):
-                detail = pump.stderr[-2000:]  # bwrap's own complaint shares the stderr pipe
-                raise SandboxFailed(f"sandbox exited without a program status: {detail}")
-            exit_code, sig = None, signal.SIGKILL.value
-        elif os.WIFSIGNALED(status):
-            exit_code, sig = None, os.WTERMSIG(status)
-        else:
-            exit_code, sig = os.WEXITSTATUS(status), None
-        facts = StopFacts(
-            exit_code=exit_code,
-            signal=sig,
-            cpu_s=outcome.cpu_s,
-            runnable_s=outcome.runnable_s,
-            wall_timer_fired=outcome.timed_out,
-            output_capped=pump.truncated,
-            oom_killed=oom,
-            pids_max_hit=pids_max_hit,
-            cancelled=outcome.cancelled,
-        )
-        limit = limit_that_stopped(facts, limits)
-        return RunResult(
-            exit_code=exit_code,
-            signal=sig,
-            stdout=pump.stdout,
-            stderr=pump.stderr,
-            timed_out=outcome.timed_out or limit == "cpu_time",
-            oom_killed=oom,
-            truncated=pump.truncated,
-            duration_s=outcome.duration_s,
-            cancelled=outcome.cancelled,
-            limit=limit,
-            images=outcome.images.images,
-            image_notes=outcome.images.notes,
-        )
-
-    def _job(self, spec: RunSpec, limits: Limits, *, memory_cgroup: bool) -> _Job:
-        total = sum(len(data) for data in spec.files.values())
-        if total > limits.workdir_quota_mib * 1024 * 1024:
-            raise InvalidSpec("files are larger than the working directory quota")
-        message = {
-            "code": spec.code,
-            "language": spec.language,
-            "interpreter_mode": spec.interpreter_mode,
-            "env": program_env(spec.env),
-            "files": dict(spec.files),
-            "rlimits": program_rlimits(limits, memory_cgroup=memory_cgroup),
-        }
-        # marshal: the driver must not import json (see executor/policy/driver.py).
-        body = marshal.dumps(message)
-        return _Job(payload=len(body).to_bytes(8, "big") + body, stdin=spec.stdin)
 
 
 def _cancelled_before_start() -> RunResult:

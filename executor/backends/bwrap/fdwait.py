@@ -1,4 +1,4 @@
-"""Waiting for one file descriptor without select(): poll() has no FD_SETSIZE (1024) ceiling.
+"""Waiting for file descriptors without select(): poll() has no FD_SETSIZE (1024) ceiling.
 
 A busy host process (many client sockets) hands out descriptors above 1024, where select()
 raises "filedescriptor out of range"; every wait in the executor goes through here or a
@@ -15,3 +15,11 @@ def wait_readable(fd: int, timeout_s: float) -> bool:
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     return bool(poller.poll(max(0.0, timeout_s) * 1000))
+
+
+def wait_any(fds: tuple[int, ...], timeout_s: float) -> set[int]:
+    """Those of `fds` readable (or at EOF / in error) once one is, or none after `timeout_s`."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    return {fd for fd, _ in poller.poll(max(0.0, timeout_s) * 1000)}

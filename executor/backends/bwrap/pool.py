@@ -111,6 +111,11 @@ class Sandbox:
             raise
         self.ready = True
 
+    def waiting(self) -> bool:
+        """A ready sandbox still waits for its job: its status pipe holds no status and no EOF
+        (it would, had its processes been killed meanwhile, or died with a zygote template)."""
+        return not fdwait.wait_readable(self.status_r, 0.0)
+
     def failure_detail(self) -> str:
         """bwrap's own complaint, if it exited before the driver ran."""
         if self.proc.poll() is None or self.proc.stderr is None:
@@ -189,6 +194,16 @@ class Sandbox:
             self.cgroup.remove()
 
 
+def pool_fits(limits: Limits, pool: Limits) -> bool:
+    """Whether a run with `limits` may take a sandbox started for `pool`: same scratch sizes,
+    no longer wall time (the rest is applied per run)."""
+    return (
+        limits.workdir_quota_mib == pool.workdir_quota_mib
+        and limits.tmp_quota_mib == pool.tmp_quota_mib
+        and limits.wall_time_s <= pool.wall_time_s
+    )
+
+
 class WarmPool:
     """Keeps `size` ready sandboxes; refilled by a background thread; never reuses one."""
 
@@ -207,11 +222,19 @@ class WarmPool:
     def take(self) -> Sandbox | None:
         """A ready sandbox, or None when the pool is empty right now (caller starts one cold).
         The caller calls `done()` once the run in it has its result."""
+        dead: list[Sandbox] = []
+        sandbox: Sandbox | None = None
         with self._cond:
-            sandbox = self._ready.popleft() if self._ready else None
+            while self._ready and sandbox is None:
+                sandbox = self._ready.popleft()
+                if not sandbox.waiting():
+                    dead.append(sandbox)
+                    sandbox = None
             if sandbox is not None:
                 self._in_flight += 1
             self._cond.notify_all()
+        for gone in dead:
+            gone.destroy()
         return sandbox
 
     def done(self) -> None:

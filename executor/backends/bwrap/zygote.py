@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import Protocol, cast
 
 from executor.backends.bwrap import fdwait
 from executor.backends.bwrap.cgroup_stock import CgroupStock
@@ -93,15 +93,21 @@ def _child_source() -> str:
     return (Path(__file__).resolve().parents[2] / "policy" / "zygote_child.py").read_text()
 
 
-def _payload() -> bytes:
-    body = marshal.dumps(
+def payload_body(**extra: object) -> bytes:
+    """What the template starts from: both sources, the runs' BPF, the image caps, `extra`."""
+    return marshal.dumps(
         {
             "zygote": _child_source(),
             "driver": driver_source(),
             "bpf": seccomp_bpf(),
             "caps": (IMAGE_CAPS.max_count, IMAGE_CAPS.max_image_bytes),
+            **extra,
         }
     )
+
+
+def _payload() -> bytes:
+    body = payload_body()
     return len(body).to_bytes(8, "big") + body
 
 
@@ -197,15 +203,66 @@ class ZygoteRun(Sandbox):
         self._on_destroyed()
 
 
-class Template:
-    """The template process of one backend. Create with `Template.start(...)`; `close()`."""
+class TemplateHost(Protocol):
+    """What a template runs in: a bwrap sandbox (`BwrapHost`) or a Docker container
+    (backends/docker/template.py)."""
 
-    def __init__(
-        self, proc: subprocess.Popen[bytes], control: socket.socket, cgroup: SandboxCgroup | None
-    ) -> None:
+    def alive(self) -> bool: ...
+
+    def pids(self) -> set[int]:
+        """The processes it holds: the template and runs' first processes not yet placed."""
+        ...
+
+    def end(self) -> None:
+        """The control socket is closed, so the template is exiting: wait a little, then kill
+        what is left and release what hosted it."""
+        ...
+
+    def failure_detail(self) -> str:
+        """What the dead template wrote on its stderr."""
+        ...
+
+
+class BwrapHost:
+    """The template's bwrap sandbox: its launcher process and its cgroups."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], cgroup: SandboxCgroup | None) -> None:
         self.proc = proc
-        self.control = control
         self.cgroup = cgroup
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def pids(self) -> set[int]:
+        return self.cgroup.pids() if self.cgroup is not None else set()
+
+    def end(self) -> None:
+        try:
+            self.proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, 9)
+            if self.cgroup is not None:
+                self.cgroup.kill_all()
+            self.proc.wait()
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+
+    def failure_detail(self) -> str:
+        if self.proc.poll() is None or self.proc.stderr is None:
+            return ""
+        return self.proc.stderr.read(4096).decode("utf-8", "replace").strip()
+
+
+class Template:
+    """The template process of one backend, in its `host`. Create with `Template.start(...)`
+    (a bwrap sandbox) or backends/docker/template.py; `close()`."""
+
+    def __init__(self, host: TemplateHost, control: socket.socket) -> None:
+        self.host = host
+        self.control = control
         self.started_at = time.monotonic()
         self._lock = threading.Lock()
         self._live = 0  # runs forked and not yet destroyed
@@ -267,7 +324,7 @@ class Template:
         finally:
             for fd in theirs:
                 os.close(fd)
-        template = cls(proc, ours, cgroup)
+        template = cls(BwrapHost(proc, cgroup), ours)
         try:
             with open(payload_w, "wb") as out:
                 out.write(_payload())
@@ -277,13 +334,13 @@ class Template:
         return template
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.host.alive()
 
     def pids(self) -> set[int]:
-        """The template's processes: its sandbox (launcher, bwrap, the template) and any run's
-        first process not yet placed, all in the template's cgroups; never a run's program,
-        which is placed in the run's own cgroups before it starts."""
-        return self.cgroup.pids() if self.cgroup is not None else set()
+        """The template's processes: what hosts it (for bwrap: launcher, bwrap, the template)
+        and any run's first process not yet placed; never a run's program, which is placed in
+        the run's own cgroups before it starts."""
+        return self.host.pids()
 
     def spawn(
         self,
@@ -378,23 +435,10 @@ class Template:
             self._ended = True
         with contextlib.suppress(OSError):
             self.control.close()
-        try:
-            self.proc.wait(timeout=2.0)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, 9)
-            if self.cgroup is not None:
-                self.cgroup.kill_all()
-            self.proc.wait()
-        if self.proc.stderr is not None:
-            self.proc.stderr.close()
-        if self.cgroup is not None:
-            self.cgroup.remove()
+        self.host.end()
 
     def failure_detail(self) -> str:
-        if self.proc.poll() is None or self.proc.stderr is None:
-            return ""
-        return self.proc.stderr.read(4096).decode("utf-8", "replace").strip()
+        return self.host.failure_detail()
 
 
 def _placement_request(place: socket.socket, expected_uid: int) -> int:
@@ -488,22 +532,26 @@ def _nspid(pid: int) -> list[str]:
 
 
 class Zygote:
-    """Keeps one template alive for a backend; replaces it when it dies or gets old."""
+    """Keeps one template alive for a backend; replaces it when it dies or gets old.
+
+    start_template: starts a template (`Template.start` for a bwrap sandbox, with its
+        arguments bound; backends/docker/template.py for a container).
+    cgroup_parents: where each run's own cgroups are made.
+    expected_uid: the host uid a run's first process must have when it asks to be placed.
+    """
 
     def __init__(
         self,
         *,
-        rootfs: str,
-        host_uid: int | None,
+        start_template: Callable[[], Template],
         cgroup_parents: dict[str, str],
+        expected_uid: int,
         max_age_s: float = TEMPLATE_RETIRE_S,
     ) -> None:
-        self._rootfs = rootfs
+        self._start_template = start_template
         self._max_age_s = max_age_s
-        self._host_uid = host_uid
-        self._cgroup_parents = cgroup_parents
         self._run_cgroups = CgroupStock(cgroup_parents)
-        self._expected_uid = host_uid if host_uid is not None else os.getuid()
+        self._expected_uid = expected_uid
         remove_stale(cgroup_parents, prefix=TEMPLATE_CGROUP_PREFIX)
         self._lock = threading.Lock()
         self._template: Template | None = None
@@ -551,11 +599,7 @@ class Zygote:
                 retiring, template, self._template = template, None, None
             if template is None and time.monotonic() >= self._retry_at:
                 try:
-                    template = Template.start(
-                        rootfs=self._rootfs,
-                        host_uid=self._host_uid,
-                        cgroup_parents=self._cgroup_parents,
-                    )
+                    template = self._start_template()
                     self._template = template
                 except SandboxFailed:
                     logger.exception("zygote failed to start")

@@ -1,9 +1,15 @@
-"""The Docker backend: each run in its own single-use container, started ahead of time.
+"""The Docker backend: stateless runs forked from a template in a container, or each run in a
+single-use container of its own, started ahead of time.
 
-A run takes a started container from the warm pool (or starts one), sends the run message on
-the attached stdin, streams the framed output back, and removes the container. The policy (what
-makes a container a sandbox) is executor/policy/docker_args.py; the in-container supervisor is
-driver.py; the bytes between them are wire.py.
+Where the host allows it (an engine on this machine, root for the runs' cgroups), stateless runs
+are forked from the zygote's template hosted in one container (forked.py, template.py): the
+bwrap backend's zygote, in Docker's isolation. Sessions, and every run when that is not
+available, get a container each.
+
+A run in a container takes a started one from the warm pool (or starts one), sends the run
+message on the attached stdin, streams the framed output back, and removes the container. The
+policy (what makes a container a sandbox) is executor/policy/docker_args.py; the in-container
+supervisor is driver.py; the bytes between them are wire.py.
 """
 
 from __future__ import annotations
@@ -22,11 +28,12 @@ from typing import Any
 import docker
 
 from executor.backends.base import OutputCallback
+from executor.backends.docker.forked import ForkedRuns
 from executor.backends.docker.pool import Remover, SandboxContainer, WarmPool
 from executor.backends.docker.session import DockerSession
 from executor.backends.docker.wire import MAX_CODE_BYTES, READY, encode_message
 from executor.cancel import CancelToken
-from executor.errors import BackendUnavailable, InvalidSpec, SandboxFailed
+from executor.errors import BackendUnavailable, InvalidLimits, InvalidSpec, SandboxFailed
 from executor.limits import Limits
 from executor.policy.docker_args import SANDBOX_LABEL, container_create_kwargs, pool_key
 from executor.policy.mounts import Mount
@@ -54,8 +61,12 @@ class DockerBackend:
         docker_url: str | None = None,
         limits: Limits | None = None,
         remove_sync: bool = False,
+        zygote: bool = True,
     ) -> None:
         """`limits`: what pooled containers are created for (memory, pids, quotas).
+
+        `zygote`: fork stateless runs from a template in a container where the host allows
+        it (forked.py); False: a container for every run.
 
         `remove_sync`: wait for Docker to remove the container before `run` returns. By
         default the run returns once its processes are dead and the removal (Docker's
@@ -75,6 +86,10 @@ class DockerBackend:
         self._closed = False
         self._remover = Remover(self._remove)
         self._labels = {INSTANCE_LABEL: self.instance_id, OWNER_LABEL: owner_id()}
+        self._use_zygote = zygote
+        self._forked: ForkedRuns | None = None
+        # The forked runs' cgroups (leak checks read this; none without them).
+        self.cgroup_parents: dict[str, str] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -106,15 +121,33 @@ class DockerBackend:
             raise BackendUnavailable(f"a sandbox container does not start: {exc}") from exc
         if probe.stdout != "2\n" or probe.exit_code != 0:
             raise BackendUnavailable(f"the sandbox image does not run Python: {probe!r}")
+        if self._use_zygote and self._forked is None:
+            self._forked = ForkedRuns.start(
+                client=self._client,
+                image=self.image,
+                labels=self._labels,
+                pool_limits=self._pool_limits,
+                warm_pool_size=self._warm_pool_size,
+            )
+            if self._forked is not None:
+                self.cgroup_parents = self._forked.cgroup_parents
         self._ensure_pool()
+
+    @property
+    def forked_runs(self) -> int:
+        """How many runs were forked from the template (benchmarks and tests read this)."""
+        return self._forked.runs if self._forked is not None else 0
 
     def close(self) -> None:
         """Stop the pool and remove every container this backend instance started."""
         with self._lock:
             pool, self._pool = self._pool, None
+            forked, self._forked = self._forked, None
             self._closed = True
         if pool is not None:
             pool.close()
+        if forked is not None:
+            forked.close()
         self._remover.close()
         for container in self._list({INSTANCE_LABEL: self.instance_id}):
             self._remove(container["Id"])
@@ -141,12 +174,25 @@ class DockerBackend:
         """Wait until every used container has been removed; False on timeout."""
         return self._remover.settle(timeout)
 
+    def wait_idle(self, timeout_s: float = 30.0) -> bool:
+        """Block until every forked run is torn down; False if `timeout_s` passed first."""
+        forked = self._forked
+        return forked.wait_idle(timeout_s) if forked is not None else True
+
+    def template_pids(self) -> set[int]:
+        """The template's processes (none without it): the backend's own, alive until
+        `close()`, never a run's. Leak checks leave them out."""
+        forked = self._forked
+        return forked.template_pids() if forked is not None else set()
+
     def warm_container_ids(self) -> list[str]:
         """Ids of the started containers waiting in the pool (for tests and diagnostics)."""
         return self._pool.ready_ids() if self._pool is not None else []
 
     def wait_warm(self, timeout: float = 30.0) -> bool:
         """Wait until the warm pool is full; for benchmarks and tests of warm runs."""
+        if self._forked is not None:
+            return self._forked.wait_warm(timeout)
         pool = self._ensure_pool()
         return pool.wait_ready(timeout) if pool is not None else True
 
@@ -173,6 +219,15 @@ class DockerBackend:
             )
         if spec.language == "bash" and len(spec.code.encode()) > MAX_CODE_BYTES:
             raise InvalidSpec(f"a bash program is limited to {MAX_CODE_BYTES} bytes")
+        if limits.network != "none":
+            raise InvalidLimits(
+                f"the docker backend supports network='none' only, not {limits.network!r}"
+            )
+        forked = self._forked
+        if forked is not None:
+            result = forked.run(spec, limits, on_output, cancel)
+            if result is not None:
+                return result
         return self._run_in(self._acquire(limits), spec, limits, on_output, cancel)
 
     def _run_in(
@@ -209,7 +264,9 @@ class DockerBackend:
         with self._lock:
             if self._closed:
                 raise BackendUnavailable("this docker backend has been closed")
-            if self._pool is None and self._warm_pool_size > 0:
+            # With forked runs, containers are for the odd run the template could not take:
+            # none are kept waiting.
+            if self._pool is None and self._warm_pool_size > 0 and self._forked is None:
                 self._pool = WarmPool(
                     size=self._warm_pool_size,
                     start=lambda: self._start(self._pool_limits),

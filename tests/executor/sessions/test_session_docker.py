@@ -115,7 +115,7 @@ if sys.argv[2] == "sabotage":
     real = docker_backend.container_create_kwargs
     docker_backend.container_create_kwargs = lambda **kw: {**real(**kw), "detach": True}
 limits = Limits(wall_time_s=60, memory_mib=96, max_pids=32)
-pool = DockerBackend(warm_pool_size=1, limits=limits)
+pool = DockerBackend(warm_pool_size=1, limits=limits, zygote=False)
 assert pool.wait_warm(timeout=60)
 config = SessionConfig(rootfs="", root_dir=sys.argv[1], limits=limits, backend="docker")
 manager = SessionManager(config)

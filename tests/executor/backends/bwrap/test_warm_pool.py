@@ -22,9 +22,13 @@ class FakeSandbox:
     def __init__(self) -> None:
         self.started_at = time.monotonic()
         self.destroyed = False
+        self.dead = False
 
     def wait_ready(self, timeout_s: float) -> None:
         pass
+
+    def waiting(self) -> bool:
+        return not self.dead
 
     def destroy(self, *, exiting: bool = False) -> None:
         self.destroyed = True
@@ -100,5 +104,19 @@ def test_the_refill_waits_a_moment_after_the_result_then_starts(monkeypatch):
         pool.done()
         assert not starts.reach(3, 0.3), "refilled before the result's reply could go out"
         assert starts.reach(3, WAIT_S)
+    finally:
+        pool.close()
+
+
+def test_a_pooled_sandbox_that_died_is_never_handed_out():
+    starts = CountedStarts()
+    pool = WarmPool(starts, 2, max_idle_s=60)
+    try:
+        assert pool.wait_full(WAIT_S)
+        first, second = list(pool._ready)
+        first.dead = True  # its processes were killed while it waited
+        assert pool.take() is second
+        assert first.destroyed
+        pool.done()
     finally:
         pool.close()

@@ -289,9 +289,9 @@ def test_the_template_is_replaced_when_it_dies(backend):
     keeper = backend._zygote
     assert keeper is not None and keeper._template is not None
     old = keeper._template
-    assert old.cgroup is not None
-    old.cgroup.kill_all()
-    old.proc.wait(timeout=10)
+    assert old.host.cgroup is not None
+    old.host.cgroup.kill_all()
+    old.host.proc.wait(timeout=10)
     result = backend.run(RunSpec(code="print(6*7)"), limits=LIMITS)
     assert result.stdout == "42\n"
     assert keeper._template is not None and keeper._template is not old
@@ -306,7 +306,7 @@ def test_an_old_template_is_retired_once_its_runs_are_done():
         keeper._max_age_s = 0.0
         hashes = [run(built, "print(hash('seed'))").stdout for _ in range(2)]
         assert built.wait_idle(30)
-        assert keeper._template is not first and first.proc.poll() is not None
+        assert keeper._template is not first and not first.alive()
         # Each template draws its own string hash seed.
         assert hashes[0] != hashes[1]
     finally:
@@ -429,6 +429,6 @@ def test_nothing_of_the_zygote_outlives_close():
     assert template is not None
     run(built, "print(1)")
     built.close()
-    assert template.proc.poll() is not None
-    assert template.cgroup is not None and template.cgroup.dirs == {}
+    assert not template.alive()
+    assert template.host.cgroup is not None and template.host.cgroup.dirs == {}
     assert processes_of(CLOSE_UID) == []

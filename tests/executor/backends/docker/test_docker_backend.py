@@ -1,4 +1,5 @@
-"""Docker-specific behaviour of DockerBackend against the real engine and sandbox image.
+"""Docker-specific behaviour of DockerBackend's container per run, against the real engine and
+sandbox image (its runs forked from a template container: test_docker_template.py).
 
 The deny/allow suite shared with bwrap is tests/executor/test_hostile*.py; here: the warm pool
 (single use, warm start), cleanup, where secrets do (not) show, status reporting, self-check.
@@ -37,7 +38,7 @@ def engine(docker_engine):
 
 @pytest.fixture(scope="module")
 def backend(engine, docker_missing):
-    backend = DockerBackend(warm_pool_size=2, limits=LIMITS)
+    backend = DockerBackend(warm_pool_size=2, limits=LIMITS, zygote=False)
     try:
         backend.self_check()
     except BackendUnavailable as exc:
@@ -82,7 +83,7 @@ def test_a_container_serves_one_run_and_is_then_removed(backend, engine):
 
 
 def test_with_remove_sync_the_container_is_gone_when_run_returns(engine):
-    strict = DockerBackend(warm_pool_size=0, limits=LIMITS, remove_sync=True)
+    strict = DockerBackend(warm_pool_size=0, limits=LIMITS, remove_sync=True, zygote=False)
     try:
         used = strict.run(RunSpec(code=WHOAMI), limits=LIMITS).stdout.strip()
         assert not exists(engine, used)
@@ -193,7 +194,7 @@ def test_a_run_with_other_creation_limits_gets_a_container_of_its_own(backend):
 
 
 def test_close_removes_every_container_of_the_backend(engine):
-    other = DockerBackend(warm_pool_size=2, limits=LIMITS)
+    other = DockerBackend(warm_pool_size=2, limits=LIMITS, zygote=False)
     other.run(RunSpec(code="pass"), limits=LIMITS)
     assert other.wait_warm(timeout=60)
     other.close()
@@ -230,7 +231,7 @@ from executor.backends.docker.backend import DockerBackend
 from executor.limits import Limits
 from executor.spec import RunSpec
 limits = Limits(wall_time_s=2, cpu_time_s=2, memory_mib=128, max_pids=32)
-backend = DockerBackend(warm_pool_size=1, limits=limits)
+backend = DockerBackend(warm_pool_size=1, limits=limits, zygote=False)
 assert backend.wait_warm(timeout=60)
 print(json.dumps(backend.warm_container_ids()), flush=True)
 code = "import socket, time; print(socket.gethostname(), flush=True); time.sleep(3600)"
@@ -256,7 +257,7 @@ def test_containers_end_and_vanish_when_the_host_process_dies(engine):
 
 def test_a_long_python_program_runs_and_a_closed_backend_refuses(engine):
     code = "x = 0\n" + "x += 1\n" * 40_000 + "print(x)\n"  # ~280 KB: more than one argv string
-    short_lived = DockerBackend(warm_pool_size=0, limits=LIMITS)
+    short_lived = DockerBackend(warm_pool_size=0, limits=LIMITS, zygote=False)
     assert short_lived.run(RunSpec(code=code), limits=LIMITS).stdout == "40000\n"
     short_lived.close()
     with pytest.raises(BackendUnavailable):

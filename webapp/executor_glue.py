@@ -52,7 +52,9 @@ def _backend_options(caps: Limits) -> dict[str, object]:
             zygote=settings.EXECUTOR_ZYGOTE,
         )
     else:
-        options.update(image=settings.EXECUTOR_DOCKER_IMAGE, limits=caps)
+        options.update(
+            image=settings.EXECUTOR_DOCKER_IMAGE, limits=caps, zygote=settings.EXECUTOR_ZYGOTE
+        )
     return options
 
 

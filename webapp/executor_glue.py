@@ -53,7 +53,10 @@ def _backend_options(caps: Limits) -> dict[str, object]:
         )
     else:
         options.update(
-            image=settings.EXECUTOR_DOCKER_IMAGE, limits=caps, zygote=settings.EXECUTOR_ZYGOTE
+            image=settings.EXECUTOR_DOCKER_IMAGE,
+            limits=caps,
+            zygote=settings.EXECUTOR_ZYGOTE,
+            host_uid=settings.EXECUTOR_SANDBOX_UID,  # its forked runs'
         )
     return options
 

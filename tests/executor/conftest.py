@@ -28,7 +28,6 @@ import executor
 from executor.backends.base import Backend
 from executor.backends.bwrap import cgroups as executor_cgroups
 from executor.backends.bwrap.cgroup_stock import STOCK_SIZE
-from executor.backends.docker.forked import FORKED_UID
 from executor.errors import BackendUnavailable
 from tests.prerequisites import MISSING, SANDBOX_IMAGE
 
@@ -144,7 +143,7 @@ def _program_uid(backend: Backend) -> int:
     if isinstance(backend, UnsandboxedBackend):
         return backend.uid
     if backend.name == "docker":
-        return FORKED_UID if backend.forked_runs else DOCKER_SANDBOX_UID
+        return backend.host_uid if backend.forked_runs else DOCKER_SANDBOX_UID
     return getattr(backend, "host_uid", None) or os.getuid()
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import docker
 
 from executor.backends.base import OutputCallback
-from executor.backends.docker.forked import ForkedRuns
+from executor.backends.docker.forked import FORKED_UID, ForkedRuns
 from executor.backends.docker.pool import Remover, SandboxContainer, WarmPool
 from executor.backends.docker.session import DockerSession
 from executor.backends.docker.wire import MAX_CODE_BYTES, READY, encode_message
@@ -62,11 +62,13 @@ class DockerBackend:
         limits: Limits | None = None,
         remove_sync: bool = False,
         zygote: bool = True,
+        host_uid: int = FORKED_UID,
     ) -> None:
         """`limits`: what pooled containers are created for (memory, pids, quotas).
 
         `zygote`: fork stateless runs from a template in a container where the host allows
-        it (forked.py); False: a container for every run.
+        it (forked.py); False: a container for every run. `host_uid`: the host uid the
+        template and its runs have (a container per run has the image's user).
 
         `remove_sync`: wait for Docker to remove the container before `run` returns. By
         default the run returns once its processes are dead and the removal (Docker's
@@ -87,6 +89,7 @@ class DockerBackend:
         self._remover = Remover(self._remove)
         self._labels = {INSTANCE_LABEL: self.instance_id, OWNER_LABEL: owner_id()}
         self._use_zygote = zygote
+        self.host_uid = host_uid
         self._forked: ForkedRuns | None = None
         # The forked runs' cgroups (leak checks read this; none without them).
         self.cgroup_parents: dict[str, str] = {}
@@ -125,6 +128,7 @@ class DockerBackend:
             self._forked = ForkedRuns.start(
                 client=self._client,
                 image=self.image,
+                uid=self.host_uid,
                 labels=self._labels,
                 pool_limits=self._pool_limits,
                 warm_pool_size=self._warm_pool_size,

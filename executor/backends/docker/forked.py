@@ -17,7 +17,11 @@ from executor.backends.bwrap import cgroups
 from executor.backends.bwrap.execute import execute
 from executor.backends.bwrap.pool import Reaper, Sandbox, WarmPool, pool_fits
 from executor.backends.bwrap.zygote import Zygote, ZygoteRun
-from executor.backends.docker.template import ClientFactory, start_in_container
+from executor.backends.docker.template import (
+    ClientFactory,
+    remove_stale_folders,
+    start_in_container,
+)
 from executor.cancel import CancelToken
 from executor.errors import SandboxFailed
 from executor.limits import Limits
@@ -26,8 +30,8 @@ from executor.spec import RunSpec
 
 logger = logging.getLogger(__name__)
 
-# The template's and the runs' host uid: the bwrap backend's SANDBOX_UID (no login user's, so a
-# host user can neither signal nor trace them), not the image's user.
+# The template's and the runs' host uid by default: the bwrap backend's SANDBOX_UID (no login
+# user's, so a host user can neither signal nor trace them), not the image's user.
 FORKED_UID = 65600
 TERM_GRACE_S = 0.5
 POOL_MAX_IDLE_S = 300.0
@@ -51,6 +55,7 @@ class ForkedRuns:
         *,
         client: ClientFactory,
         image: str,
+        uid: int,
         labels: dict[str, str],
         pool_limits: Limits,
         warm_pool_size: int,
@@ -61,12 +66,13 @@ class ForkedRuns:
             logger.info("no cgroups of our own: every docker run gets a container")
             return None
         cgroups.remove_stale(parents)
+        remove_stale_folders()
         zygote = Zygote(
             start_template=functools.partial(
-                start_in_container, client=client, image=image, uid=FORKED_UID, labels=labels
+                start_in_container, client=client, image=image, uid=uid, labels=labels
             ),
             cgroup_parents=parents,
-            expected_uid=FORKED_UID,
+            expected_uid=uid,
         )
         forked = cls(zygote, parents, pool_limits)
         try:

@@ -112,6 +112,23 @@ def start_in_container(
     return Template(ContainerHost(client, container_id, pid, pidfd, folder), control)
 
 
+def remove_stale_folders(base: str | None = None) -> list[str]:
+    """Remove the socket folders of templates whose backend's process is gone (it died without
+    ending them; their containers go by their owner label, DockerBackend.reap_stale)."""
+    base = base or tempfile.gettempdir()
+    removed = []
+    for name in os.listdir(base):
+        owner = name.removeprefix(FOLDER_PREFIX).split("-", 1)[0]
+        if name.startswith(FOLDER_PREFIX) and owner.isdigit() and not _alive(owner):
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+            removed.append(name)
+    return removed
+
+
+def _alive(pid: str) -> bool:
+    return pid == str(os.getpid()) or os.path.exists(f"/proc/{pid}")
+
+
 class ContainerHost:
     """The container a template runs in (zygote.TemplateHost)."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import docker
 import pytest
@@ -147,16 +148,17 @@ def test_sabotage_a_template_without_its_own_filter_is_caught(monkeypatch):
 def test_a_process_that_connects_first_is_not_taken_for_the_template(monkeypatch, docker_engine):
     """A host process (root; the folder keeps everyone else out) connects before the template:
     it must not get the payload, nor the runs' pipes after it."""
-    real_accept = template._accept
+    real_kwargs = template.template_container_kwargs
     rogue: list[socket.socket] = []
 
-    def accept_after_a_rogue(listener: socket.socket, pidfd: int) -> socket.socket:
+    def kwargs_after_a_rogue(**kwargs: Any) -> dict[str, Any]:
+        # Before the container exists: the rogue is first in the listener's queue.
         client = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        client.connect(listener.getsockname())
+        client.connect(os.path.join(kwargs["socket_folder"], "control.sock"))
         rogue.append(client)
-        return real_accept(listener, pidfd)
+        return real_kwargs(**kwargs)
 
-    monkeypatch.setattr(template, "_accept", accept_after_a_rogue)
+    monkeypatch.setattr(template, "template_container_kwargs", kwargs_after_a_rogue)
     start = lambda: template.start_in_container(  # noqa: E731
         client=docker.from_env, image="undoable-sandbox:latest", uid=FORKED_UID, labels={}
     )
@@ -213,3 +215,20 @@ def test_without_cgroups_of_its_own_every_run_gets_a_container(monkeypatch, dock
         assert built.forked_runs == 0
     finally:
         built.close()
+
+
+def test_socket_folders_of_dead_backends_are_removed_and_live_ones_kept(tmp_path):
+    gone_pid = _a_free_pid()
+    stale = tmp_path / f"{template.FOLDER_PREFIX}{gone_pid}-abc"
+    live = tmp_path / f"{template.FOLDER_PREFIX}{os.getpid()}-def"
+    other = tmp_path / "undoable-zygote-notapid-x"
+    for folder in (stale, live, other):
+        folder.mkdir()
+    assert template.remove_stale_folders(str(tmp_path)) == [stale.name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name])
+
+
+def _a_free_pid() -> int:
+    with open("/proc/sys/kernel/pid_max") as limit:
+        top = int(limit.read())
+    return next(pid for pid in range(top - 1, 1, -1) if not os.path.exists(f"/proc/{pid}"))

@@ -214,6 +214,11 @@ def _enter_own_namespaces(ids, sizes):
     _mount("tmpfs", "/workspace", "tmpfs", flags, f"size={workdir_bytes},mode=0700")
     _mount("tmpfs", "/tmp", "tmpfs", flags, f"size={tmp_bytes},mode=1777")
     _mount("tmpfs", "/dev/shm", "tmpfs", flags, f"size={DEV_SHM_BYTES},mode=1777")
+    # Terminals of its own (/dev/ptmx links to pts/ptmx): in the template's devpts, a run could
+    # open a terminal another run holds open at the same time.
+    _mount(
+        "devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620"
+    )
     os.chdir("/")
 
 

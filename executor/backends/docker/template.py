@@ -78,7 +78,8 @@ def start_in_container(
         os.chmod(folder, 0o700)
         payload = payload_body(
             template_bpf=seccomp_bpf(zygote=True),
-            template_covers=("/sys", TEMPLATE_SOCKET_FOLDER),
+            # /dev/mqueue: the container's message queues, which every run could write to.
+            template_covers=("/sys", "/dev/mqueue", TEMPLATE_SOCKET_FOLDER),
         )
         inside = f"{TEMPLATE_SOCKET_FOLDER}/control.sock"
         kwargs = template_container_kwargs(

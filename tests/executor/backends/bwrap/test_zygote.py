@@ -22,6 +22,7 @@ from executor.backends.bwrap import zygote
 from executor.backends.bwrap.backend import BwrapBackend
 from executor.errors import SandboxFailed
 from executor.policy.mounts import Mount
+from tests.executor.cross_run import check_concurrent_runs_share_no_terminal
 from tests.executor.host_processes import processes_of
 from tests.prerequisites import ROOTFS as ROOTFS_PATH
 
@@ -432,3 +433,9 @@ def test_nothing_of_the_zygote_outlives_close():
     assert not template.alive()
     assert template.host.cgroup is not None and template.host.cgroup.dirs == {}
     assert processes_of(CLOSE_UID) == []
+
+
+def test_sabotage_runs_that_share_the_templates_terminals_are_caught(monkeypatch):
+    mount = '    _mount(\n        "devpts"'
+    _sabotaged_child(monkeypatch, mount, mount.replace("_mount", "0 and _mount"))
+    assert_caught(check_concurrent_runs_share_no_terminal)

@@ -24,6 +24,7 @@ from executor.backends.docker.forked import FORKED_UID
 from executor.errors import BackendUnavailable
 from executor.limits import Limits
 from executor.spec import RunSpec
+from tests.executor.cross_run import check_no_run_finds_a_file_an_earlier_run_left
 from tests.executor.host_processes import processes_of
 
 pytestmark = pytest.mark.docker
@@ -135,6 +136,18 @@ def test_sabotage_a_run_that_sees_the_containers_sysfs_is_caught(monkeypatch):
         lambda **extra: real(**{**extra, "template_covers": ()}),
     )
     assert_caught(check_a_run_sees_no_sysfs_and_no_socket_folder)
+
+
+def test_sabotage_runs_that_share_the_containers_message_queues_are_caught(monkeypatch):
+    real = template.payload_body
+
+    def uncovered(**extra: Any) -> bytes:
+        covers = tuple(f for f in extra["template_covers"] if f != "/dev/mqueue")
+        assert len(covers) == 2
+        return real(**{**extra, "template_covers": covers})
+
+    monkeypatch.setattr(template, "payload_body", uncovered)
+    assert_caught(check_no_run_finds_a_file_an_earlier_run_left)
 
 
 def test_sabotage_a_template_without_its_own_filter_is_caught(monkeypatch):

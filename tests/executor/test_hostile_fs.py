@@ -1,12 +1,10 @@
 """Hostile programs after the host's files and devices.
 
-The programs and their checks live in deny_fs.py (shared with test_sabotage.py) and, for what
-one run could leave or show another, cross_run.py.
+The programs and their checks live in deny_fs.py (shared with test_sabotage.py).
 """
 
 from __future__ import annotations
 
-import cross_run
 import deny_fs as cases
 from hostile_kit import SandboxRunner
 
@@ -33,11 +31,3 @@ def test_deny_writing_outside_the_workdir(sandbox: SandboxRunner) -> None:
 
 def test_deny_opening_raw_devices(sandbox: SandboxRunner) -> None:
     sandbox.assert_denied(cases.RAW_DEVICES)
-
-
-def test_deny_a_run_finding_a_file_an_earlier_run_left(sandbox: SandboxRunner) -> None:
-    cross_run.check_no_run_finds_a_file_an_earlier_run_left(sandbox.backend)
-
-
-def test_deny_a_run_seeing_a_concurrent_runs_terminal(sandbox: SandboxRunner) -> None:
-    cross_run.check_concurrent_runs_share_no_terminal(sandbox.backend)

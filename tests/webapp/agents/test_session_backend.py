@@ -61,3 +61,19 @@ def test_a_server_that_cannot_start_session_sandboxes_answers_503(owner, monkeyp
 
     assert response.status_code == 503
     assert response.json() == {"error": "the sandbox is unavailable on this server"}
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("zygote", [True, False], ids=["forked", "a-container-per-run"])
+def test_with_the_docker_backend_stateless_runs_follow_executor_zygote(
+    owner, engine, docker_backend, settings, zygote
+):
+    """Forked from the template container, a run has the sandbox uid; in a container of its
+    own, the image's user (1000)."""
+    settings.EXECUTOR_ZYGOTE = zygote
+    reset_executor()
+
+    response = owner.post("/api/v1/exec", {"code": "import os; print(os.getuid())"})
+
+    uid = settings.EXECUTOR_SANDBOX_UID if zygote else 1000
+    assert response.content.decode() == f"{uid}\n"

@@ -29,10 +29,10 @@ CPU_PERIOD_US = 100_000
 _counter = itertools.count()
 
 
-def _own_path(controller: str) -> str | None:
-    """This process's group in a v1 hierarchy, from /proc/self/cgroup."""
+def group_path(controller: str, pid: int | str = "self") -> str | None:
+    """A process's group in a v1 hierarchy, from its /proc/PID/cgroup (ours by default)."""
     try:
-        with open("/proc/self/cgroup") as lines:
+        with open(f"/proc/{pid}/cgroup") as lines:
             for line in lines:
                 _, names, path = line.rstrip("\n").split(":", 2)
                 if controller in names.split(","):
@@ -46,7 +46,7 @@ def available_parents() -> dict[str, str]:
     """controller -> writable parent directory for our per-sandbox groups."""
     parents: dict[str, str] = {}
     for controller in CONTROLLERS:
-        own = _own_path(controller)
+        own = group_path(controller)
         if own is None:
             continue
         parent = os.path.join(ROOT, controller, own.lstrip("/"))

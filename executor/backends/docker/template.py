@@ -184,15 +184,8 @@ def _local_process(pid: int, container_id: str) -> int:
 
 def _pids_group(pid: int) -> str:
     """The folder of `pid`'s cgroup in the pids hierarchy, as this process sees it."""
-    try:
-        with open(f"/proc/{pid}/cgroup") as lines:
-            for line in lines:
-                _, names, path = line.rstrip("\n").split(":", 2)
-                if "pids" in names.split(","):
-                    return os.path.join(cgroups.ROOT, "pids", path.lstrip("/"))
-    except OSError:
-        pass
-    return ""
+    path = cgroups.group_path("pids", pid)
+    return os.path.join(cgroups.ROOT, "pids", path.lstrip("/")) if path is not None else ""
 
 
 def _accept(listener: socket.socket, pidfd: int) -> socket.socket:

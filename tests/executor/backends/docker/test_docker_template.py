@@ -202,7 +202,9 @@ def test_nothing_of_the_template_outlives_close(docker_engine):
     built = make_backend()
     container = template_container(built)
     folder = template_host(built)._folder
-    assert os.path.isdir(folder)
+    # Root's alone once the template is connected, and the socket is gone from it.
+    info = os.stat(folder)
+    assert (info.st_uid, info.st_mode & 0o777, os.listdir(folder)) == (0, 0o700, [])
     run(built, "print(1)")
     assert built.wait_warm(30)
     pool = built._forked._pool if built._forked is not None else None
@@ -245,3 +247,16 @@ def _a_free_pid() -> int:
     with open("/proc/sys/kernel/pid_max") as limit:
         top = int(limit.read())
     return next(pid for pid in range(top - 1, 1, -1) if not os.path.exists(f"/proc/{pid}"))
+
+
+def test_a_process_outside_the_container_is_not_taken_for_its_first(docker_engine):
+    """The template is used only if the engine's container process is ours to see and check:
+    a pid outside the container (here this test's own) is refused."""
+    with pytest.raises(zygote.ZygoteUnavailable, match="not ours to see"):
+        template._local_process(os.getpid(), "0123456789abcdef")
+
+
+def test_sabotage_without_the_cgroup_check_any_pid_passes(monkeypatch, docker_engine):
+    monkeypatch.setattr(template, "_pids_group", lambda pid: "0123456789abcdef")
+    with pytest.raises(pytest.fail.Exception):
+        test_a_process_outside_the_container_is_not_taken_for_its_first(docker_engine)

@@ -45,6 +45,14 @@ def pool_key(limits: Limits) -> tuple[Any, ...]:
     )
 
 
+def check_network(limits: Limits) -> None:
+    """Fail closed (InvalidLimits) on a network mode Docker cannot enforce yet."""
+    if limits.network != "none":
+        raise InvalidLimits(
+            f"the docker backend supports network='none' only, not {limits.network!r}"
+        )
+
+
 def container_create_kwargs(
     *,
     image: str,
@@ -60,10 +68,7 @@ def container_create_kwargs(
     cannot enforce yet (fail closed) and InvalidSpec for an image name, label or workspace
     that could smuggle options in.
     """
-    if limits.network != "none":
-        raise InvalidLimits(
-            f"the docker backend supports network='none' only, not {limits.network!r}"
-        )
+    check_network(limits)
     if not _IMAGE.match(image):
         raise InvalidSpec(f"invalid image name {image!r}")
     if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
@@ -149,7 +154,8 @@ def template_container_kwargs(
     `seccomp_profile` (seccomp.docker_profile(zygote=True): our deny list without the
     namespace and mount calls each run is made with; the template loads the same filter as BPF
     itself, and each run the full one), and unmasked system paths, without which the kernel
-    refuses a run its own /proc. The template covers the container's /sys before any run.
+    refuses a run its own /proc. The template covers the container's /sys, /dev/mqueue and
+    the socket folder before any run.
     """
     if not _IMAGE.match(image):
         raise InvalidSpec(f"invalid image name {image!r}")

@@ -33,9 +33,14 @@ from executor.backends.docker.pool import Remover, SandboxContainer, WarmPool
 from executor.backends.docker.session import DockerSession
 from executor.backends.docker.wire import MAX_CODE_BYTES, READY, encode_message
 from executor.cancel import CancelToken
-from executor.errors import BackendUnavailable, InvalidLimits, InvalidSpec, SandboxFailed
+from executor.errors import BackendUnavailable, InvalidSpec, SandboxFailed
 from executor.limits import Limits
-from executor.policy.docker_args import SANDBOX_LABEL, container_create_kwargs, pool_key
+from executor.policy.docker_args import (
+    SANDBOX_LABEL,
+    check_network,
+    container_create_kwargs,
+    pool_key,
+)
 from executor.policy.mounts import Mount
 from executor.policy.seccomp import seccomp_bpf
 from executor.result import RunResult
@@ -223,10 +228,7 @@ class DockerBackend:
             )
         if spec.language == "bash" and len(spec.code.encode()) > MAX_CODE_BYTES:
             raise InvalidSpec(f"a bash program is limited to {MAX_CODE_BYTES} bytes")
-        if limits.network != "none":
-            raise InvalidLimits(
-                f"the docker backend supports network='none' only, not {limits.network!r}"
-            )
+        check_network(limits)  # before a forked run, which has none either way
         forked = self._forked
         if forked is not None:
             result = forked.run(spec, limits, on_output, cancel)

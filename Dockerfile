@@ -54,7 +54,7 @@ ENV PGDATA=/var/lib/postgresql/data PATH=/usr/lib/postgresql/15/bin:$PATH
 EXPOSE 5432
 CMD ["postgres-entrypoint.sh"]
 
-# --- app: web (daphne), worker (celery) and management commands.
+# --- app: web (uvicorn), worker (celery) and management commands.
 FROM debian AS app
 RUN apt-get update -qq \
     && apt-get install -y -qq --no-install-recommends ca-certificates bubblewrap >/dev/null \

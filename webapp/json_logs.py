@@ -6,7 +6,8 @@ import json
 import logging
 from datetime import UTC, datetime
 
-_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+# uvicorn's records carry the message again with terminal colours, for its own formatter.
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "color_message"}
 
 
 class JsonFormatter(logging.Formatter):

@@ -1,32 +1,30 @@
-"""`python -m webapp.serve [daphne's options] [application]`: the app under daphne, with what
-daphne lacks in front of it: a deadline for each request head and a cap on open connections.
+"""`python -m webapp.serve [-b HOST] [-p PORT] [--proxy-headers] [limits] [application]`: the app
+under uvicorn (httptools, uvloop), with what uvicorn lacks in front of it: a deadline for each
+request head, a cap on its size, an idle deadline for a request body, and a cap on open
+connections that closes the excess at once.
 
 `make run`, the Docker image, docker-compose.yml and the tests' live servers all start the web
 server through here, so they run with the same limits. An idle connection holds a descriptor;
 these limits, and the open-files limit webapp.asgi raises, keep descriptors for the sandboxes.
+uvicorn rather than daphne: half the server's CPU per API request (docs/benchmarks.md, "uvicorn
+instead of daphne").
 """
 
 from __future__ import annotations
 
-import functools
+import argparse
+import asyncio
 import logging
+import math
 import os
 import random
 import resource
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# daphne.cli imports daphne.server, which installs the asyncio reactor: before any Twisted import
-# that could install the default one.
-from daphne.cli import CommandLineInterface
-from daphne.server import Server
-from twisted.internet.base import DelayedCall
-from twisted.internet.interfaces import IAddress
-from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
-from twisted.python.failure import Failure
-from twisted.web import http
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from webapp.reliability.management.commands.migrate import var_dir_setup
 
@@ -36,6 +34,9 @@ APPLICATION = "webapp.asgi:application"
 HEAD_TIMEOUT_S = 10.0
 IDLE_TIMEOUT_S = 20.0
 MAX_CONNECTIONS = 4096
+# A request head (request line and headers) past this many bytes is answered 431 and closed.
+# httptools sets no bound of its own, and the head is held in memory until it is complete.
+MAX_HEAD_BYTES = 64 * 1024
 # Each head deadline falls at a random point of its second half. Connections opened together
 # (a client's pool, or a thousand idle sockets from one tenant) would otherwise all be closed in
 # one turn of the event loop, then reopened together, again and again, and every request beside
@@ -46,87 +47,14 @@ HEAD_DEADLINE_SPREAD = 0.5
 # with a burst (connections closed, a flood answered) made each hop of every other request wait
 # that long; 1 ms bounds the wait (docs/benchmarks.md, "Idle sockets dropped together").
 GIL_SWITCH_INTERVAL_S = 0.001
-# Twisted listens with a backlog of 50: a burst of more new connections than that loses the
-# excess handshakes, and their clients wait for retransmissions.
+# A new connection past the listen backlog loses its handshake, and its client waits for a
+# retransmission: room for a burst.
 LISTEN_BACKLOG = 2048
 # Descriptors the cap leaves for what requests open: sandboxes' pipes, the database, Redis, logs.
 RESERVED_FDS = 512
-
-
-class HeadDeadlineChannel(http.HTTPChannel):
-    """Twisted's HTTP/1.1 channel with a deadline for each request head.
-
-    Twisted's own idle timeout restarts with every byte received, so a client that never
-    finishes its head, sending a byte now and then, holds its connection for good. Here the
-    first head must be complete `head_timeout_s` after the connection opened, and each later
-    one `keepalive_timeout_s` after the previous response, each deadline at a random point of
-    the second half of that time (HEAD_DEADLINE_SPREAD). While a request is being answered, and
-    once a connection became a websocket, no deadline runs.
-    """
-
-    def __init__(self, head_timeout_s: float | None, keepalive_timeout_s: float | None) -> None:
-        super().__init__()
-        self.head_timeout_s = head_timeout_s
-        self.keepalive_timeout_s = keepalive_timeout_s
-        self._head_deadline: DelayedCall | None = None
-        self.requestFactory = http.Request
-
-    # Twisted parses a POST's form upload into `request.args`, which neither daphne nor Django
-    # reads: Django parses the body itself. Off, a POST does not pay for Twisted's Content-Type
-    # parse through the `email` package (~7% of the event loop's time per API request), a
-    # multipart body is not parsed twice, and a malformed one gets the app's own answer.
-    @property  # type: ignore[override]
-    def requestFactory(self) -> Callable[..., http.Request]:
-        return self._request_factory
-
-    @requestFactory.setter
-    def requestFactory(self, factory: Callable[..., http.Request]) -> None:  # daphne sets it
-        self._request_factory = functools.partial(factory, parsePOSTFormSubmission=False)
-
-    def connectionMade(self) -> None:
-        super().connectionMade()
-        self._head_deadline_set(self.head_timeout_s)
-
-    def allHeadersReceived(self) -> None:
-        self._head_deadline_set(None)
-        super().allHeadersReceived()
-
-    def requestDone(self, request: http.Request) -> None:
-        if self.persistent:
-            # Set before the base class parses a pipelined next request, whose head clears it.
-            self._head_deadline_set(self.keepalive_timeout_s)
-        super().requestDone(request)
-
-    def connectionLost(self, reason: Failure) -> None:  # type: ignore[override]
-        self._head_deadline_set(None)
-        super().connectionLost(reason)
-
-    def _head_deadline_set(self, timeout_s: float | None) -> None:
-        if self._head_deadline is not None and self._head_deadline.active():
-            self._head_deadline.cancel()
-        self._head_deadline = None
-        if timeout_s is not None:
-            spread = random.uniform(1.0 - HEAD_DEADLINE_SPREAD, 1.0)  # noqa: S311 (not a secret)
-            self._head_deadline = self.callLater(timeout_s * spread, self._head_late)
-
-    def _head_late(self) -> None:
-        self._head_deadline = None
-        self.timeoutConnection()  # Twisted's own: close, and abort if closing does not finish
-
-
-class CappedFactory(WrappingFactory):
-    """At most `limit` connections open at once. A connection past it is closed as soon as it is
-    accepted: the client learns at once, and the server keeps its descriptors."""
-
-    def __init__(self, wrapped: http.HTTPFactory, limit: int | None) -> None:
-        super().__init__(wrapped)
-        self.limit = limit
-
-    # None is how a Twisted factory refuses a connection, which WrappingFactory's type leaves out.
-    def buildProtocol(self, addr: IAddress | None) -> ProtocolWrapper | None:  # type: ignore[override]
-        if self.limit is not None and len(self.protocols) >= self.limit:
-            return None  # the listening port closes the accepted socket
-        return super().buildProtocol(addr)
+# On SIGTERM, requests in flight get this long to finish before the server stops anyway: under
+# the 10 s Docker waits before its SIGKILL.
+GRACEFUL_SHUTDOWN_S = 8
 
 
 @dataclass(frozen=True)
@@ -137,24 +65,126 @@ class ConnectionLimits:
     idle_timeout_s: float | None
     max_connections: int | None
 
-    def wrap(self, factory: http.HTTPFactory) -> CappedFactory:
-        # Twisted's idle timeout (restarted by every byte) still covers a slow request body.
-        factory.timeOut = self.idle_timeout_s
-        # The channel itself rather than Twisted's wrapper that can switch to HTTP/2: that needs
-        # TLS, which this server does not terminate.
-        factory.protocol = functools.partial(  # type: ignore[method-assign, assignment]
-            HeadDeadlineChannel, self.head_timeout_s, self.idle_timeout_s
-        )
-        cap = connection_cap(self.max_connections)
+
+class LimitedConfig(uvicorn.Config):
+    """uvicorn's Config, carrying the limits to each connection's protocol."""
+
+    def __init__(self, app: str, *, limits: ConnectionLimits, **kwargs: Any) -> None:
+        self.limits = limits
+        self.connection_cap: int | None = None
+        super().__init__(app, http=LimitedHttpProtocol, **kwargs)
+
+    def load(self) -> None:
+        super().load()
+        # Now that the app is imported: webapp.asgi raised the open-files limit, and set up
+        # Django's logging.
+        self.connection_cap = connection_cap(self.limits.max_connections)
         logger.info(
             "connection limits",
             extra={
-                "head_timeout_s": self.head_timeout_s,
-                "idle_timeout_s": self.idle_timeout_s,
-                "max_connections": cap,
+                "head_timeout_s": self.limits.head_timeout_s,
+                "idle_timeout_s": self.limits.idle_timeout_s,
+                "max_connections": self.connection_cap,
             },
         )
-        return CappedFactory(factory, cap)
+
+
+class LimitedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 protocol with the limits.
+
+    uvicorn's own keep-alive timeout is cancelled by the first byte received, so a client that
+    never finishes its head, sending a byte now and then, would hold its connection for good.
+    Here the first head must be complete `head_timeout_s` after the connection opened, and each
+    later one `idle_timeout_s` after the previous response, each deadline at a random point of
+    the second half of that time (HEAD_DEADLINE_SPREAD). A request body must keep coming: each
+    byte of it restarts an `idle_timeout_s` deadline. While a request is being answered, and once
+    a connection became a websocket, no deadline runs.
+    """
+
+    def __init__(self, config: LimitedConfig, *args: Any, **kwargs: Any) -> None:
+        super().__init__(config, *args, **kwargs)  # type: ignore[arg-type]
+        self.limits = config.limits
+        self.connection_cap = config.connection_cap
+        self._deadline: asyncio.TimerHandle | None = None
+        self._head_bytes: int | None = 0  # None once the head is complete
+        self._reading_body = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if self.connection_cap is not None and len(self.connections) > self.connection_cap:
+            transport.close()  # the client learns at once, and the server keeps its descriptors
+            return
+        self._head_deadline_set(self.limits.head_timeout_s)
+
+    def data_received(self, data: bytes) -> None:
+        if self._head_bytes is not None:
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._deadline_cancel()
+                self._reject_head()
+                return
+        elif self._reading_body:
+            self._deadline_set(self.limits.idle_timeout_s)  # restarted by every byte of a body
+        super().data_received(data)
+
+    def on_message_begin(self) -> None:
+        self._head_bytes = 0
+        super().on_message_begin()
+
+    def on_headers_complete(self) -> None:
+        self._head_bytes = None
+        self._reading_body = True
+        self._deadline_set(self.limits.idle_timeout_s)
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._reading_body = False
+        self._deadline_cancel()
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        # uvicorn armed its keep-alive timer: no pipelined request was started, the connection
+        # waits for its next head.
+        if self.timeout_keep_alive_task is not None:
+            self._head_bytes = 0
+            self._head_deadline_set(self.limits.idle_timeout_s)
+
+    def handle_websocket_upgrade(self) -> None:
+        self._reading_body = False
+        self._deadline_cancel()
+        super().handle_websocket_upgrade()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._deadline_cancel()
+        super().connection_lost(exc)
+
+    def _reject_head(self) -> None:
+        message = b"request head too large"
+        self.transport.write(
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain\r\n"
+            b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(message), message)
+        )
+        self.transport.close()
+
+    def _head_deadline_set(self, timeout_s: float | None) -> None:
+        spread = random.uniform(1.0 - HEAD_DEADLINE_SPREAD, 1.0)  # noqa: S311 (not a secret)
+        self._deadline_set(None if timeout_s is None else timeout_s * spread)
+
+    def _deadline_set(self, timeout_s: float | None) -> None:
+        self._deadline_cancel()
+        if timeout_s is not None:
+            self._deadline = self.loop.call_later(timeout_s, self._late)
+
+    def _deadline_cancel(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _late(self) -> None:
+        self._deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()
 
 
 def connection_cap(requested: int | None) -> int | None:
@@ -167,76 +197,76 @@ def connection_cap(requested: int | None) -> int | None:
     return max(1, min(MAX_CONNECTIONS, soft - RESERVED_FDS))
 
 
-class LimitedServer(Server):
-    """daphne's Server with its HTTP factory wrapped in the limits. Server.run() makes the
-    factory and listens with it in one method, so the wrapping happens as run() assigns it."""
-
-    def __init__(self, *args: Any, limits: ConnectionLimits, endpoints: list[str], **kwargs: Any):
-        self.limits = limits
-        super().__init__(*args, endpoints=[_with_backlog(e) for e in endpoints], **kwargs)
-
-    @property
-    def http_factory(self) -> CappedFactory:
-        return self._capped_factory
-
-    @http_factory.setter
-    def http_factory(self, factory: http.HTTPFactory) -> None:
-        self._capped_factory = self.limits.wrap(factory)
-
-
-def _with_backlog(endpoint: str) -> str:
-    """A Twisted server endpoint description, a TCP one given LISTEN_BACKLOG unless it names one."""
-    options = endpoint.split(":")
-    if options[0] != "tcp" or any(o.startswith("backlog=") for o in options):
-        return endpoint
-    return f"{endpoint}:backlog={LISTEN_BACKLOG}"
-
-
 def _off_if_zero(value: float) -> float | None:
     return value or None
 
 
-class ServeCommand(CommandLineInterface):
-    """daphne's command line, plus the limits, and the application defaulting to this one."""
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m webapp.serve", description=__doc__)
+    parser.add_argument("application", nargs="?", default=APPLICATION, help="module:attribute")
+    parser.add_argument("-b", "--bind", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("-p", "--port", type=int, default=8000)
+    parser.add_argument(
+        "--proxy-headers",
+        action="store_true",
+        help="take the client's address and scheme from X-Forwarded-For and -Proto (behind a "
+        "proxy that sets them)",
+    )
+    group = parser.add_argument_group("connection limits (0 turns one off)")
+    group.add_argument(
+        "--head-timeout-s",
+        type=float,
+        default=HEAD_TIMEOUT_S,
+        help="close a connection whose request head is not complete this long after it "
+        "opened, or sooner: at a random point of the second half (default %(default)s)",
+    )
+    group.add_argument(
+        "--idle-timeout-s",
+        type=float,
+        default=IDLE_TIMEOUT_S,
+        help="close a keep-alive connection with no complete next request head this long "
+        "after its last response, and one whose request body stops coming for this long "
+        "(default %(default)s)",
+    )
+    group.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        help=f"refuse connections past this many open at once (default: {MAX_CONNECTIONS}, "
+        f"or the open-files limit less {RESERVED_FDS} if that is lower)",
+    )
+    return parser
 
-    def __init__(self) -> None:
-        super().__init__()
-        (application,) = (a for a in self.parser._actions if a.dest == "application")
-        application.nargs, application.required, application.default = "?", False, APPLICATION
-        group = self.parser.add_argument_group("connection limits (webapp.serve; 0 turns one off)")
-        group.add_argument(
-            "--head-timeout-s",
-            type=float,
-            default=HEAD_TIMEOUT_S,
-            help="close a connection whose request head is not complete this long after it "
-            "opened, or sooner: at a random point of the second half (default %(default)s)",
-        )
-        group.add_argument(
-            "--idle-timeout-s",
-            type=float,
-            default=IDLE_TIMEOUT_S,
-            help="close a keep-alive connection with no complete next request head this long "
-            "after its last response (default %(default)s)",
-        )
-        group.add_argument(
-            "--max-connections",
-            type=int,
-            default=None,
-            help=f"refuse connections past this many open at once (default: {MAX_CONNECTIONS}, "
-            f"or the open-files limit less {RESERVED_FDS} if that is lower)",
-        )
 
-    def run(self, args: list[str]) -> None:
-        options = self.parser.parse_args(args)
-        self.server_class = functools.partial(
-            LimitedServer,
-            limits=ConnectionLimits(
-                head_timeout_s=_off_if_zero(options.head_timeout_s),
-                idle_timeout_s=_off_if_zero(options.idle_timeout_s),
-                max_connections=options.max_connections,
-            ),
-        )
-        super().run(args)
+def config_from(argv: list[str]) -> LimitedConfig:
+    options = parser().parse_args(argv)
+    limits = ConnectionLimits(
+        head_timeout_s=_off_if_zero(options.head_timeout_s),
+        idle_timeout_s=_off_if_zero(options.idle_timeout_s),
+        max_connections=options.max_connections,
+    )
+    idle_s = limits.idle_timeout_s
+    return LimitedConfig(
+        options.application,
+        limits=limits,
+        host=options.bind,
+        port=options.port,
+        loop="uvloop",
+        ws="websockets-sansio",
+        # Live output is small messages, latency first; and no compression beside secrets.
+        ws_per_message_deflate=False,
+        lifespan="off",  # Django has no lifespan events
+        log_config=None,  # Django's logging (webapp.json_logs), set up as the app loads
+        access_log=False,
+        server_header=False,
+        proxy_headers=options.proxy_headers,
+        forwarded_allow_ips="*" if options.proxy_headers else None,
+        backlog=LISTEN_BACKLOG,
+        # The protocol's own deadline closes an idle keep-alive connection first; uvicorn's
+        # timer (whole seconds) is only a backstop.
+        timeout_keep_alive=math.ceil(idle_s) + 1 if idle_s else 10**9,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -244,7 +274,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     var_dir_setup()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-    ServeCommand().run(sys.argv[1:] if argv is None else argv)
+    uvicorn.Server(config_from(sys.argv[1:] if argv is None else argv)).run()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """HTTP round trip of POST /api/v1/exec for print(1+1) against a real server process.
 
 Starts the ASGI app under a real server on 127.0.0.1 (`python -m webapp.serve`, as `make run`
-does; BENCH_SERVER=uvicorn to compare) with its own SQLite database, creates a user and token
+does) with its own SQLite database, creates a user and token
 through manage.py, warms the sandbox pool, then prints p50/p99 at concurrency 1 and runs/s at
 concurrency 8, beside the floor: the bare interpreter (`/usr/bin/python3 -I -S`, no sandbox,
 no HTTP) and the ratio. Targets (issue 5): p50 < 15 ms, p99 < 60 ms, >= 60 runs/s.
@@ -57,23 +57,7 @@ def manage(env: dict[str, str], *args: str) -> str:
 
 
 def start_server(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
-    kind = os.environ.get("BENCH_SERVER", "daphne")
-    if kind == "uvicorn":
-        argv = [
-            SERVER_PY,
-            "-m",
-            "uvicorn",
-            "webapp.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-            "--no-access-log",
-        ]
-    else:
-        argv = [SERVER_PY, "-m", "webapp.serve", "-b", "127.0.0.1", "-p", str(port)]
+    argv = [SERVER_PY, "-m", "webapp.serve", "-b", "127.0.0.1", "-p", str(port)]
     proc = subprocess.Popen(
         argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -84,10 +68,10 @@ def start_server(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
             return proc
         except OSError:
             if proc.poll() is not None:
-                raise SystemExit(f"{kind} exited with {proc.returncode}") from None
+                raise SystemExit(f"the server exited with {proc.returncode}") from None
             time.sleep(0.1)
     proc.kill()
-    raise SystemExit(f"{kind} did not listen on port {port}")
+    raise SystemExit(f"the server did not listen on port {port}")
 
 
 def exec_once(conn: http.client.HTTPConnection, token: str) -> float:
@@ -195,8 +179,7 @@ def main() -> None:
         rate = parallel(port, token)
     floor = floor_ms()
     p50, p99 = percentile(serial, 0.5) * 1000, percentile(serial, 0.99) * 1000
-    server_kind = os.environ.get("BENCH_SERVER", "daphne")
-    print(f"bench_api ({server_kind}, {SERIAL_RUNS} serial runs, {PARALLEL_RUNS} at concurrency 8)")
+    print(f"bench_api ({SERIAL_RUNS} serial runs, {PARALLEL_RUNS} at concurrency 8)")
     print(f"  bare interpreter floor   p50 {floor:7.1f} ms")
     print(
         f"  HTTP exec, concurrency 1 p50 {p50:7.1f} ms  p99 {p99:7.1f} ms"

@@ -1,6 +1,6 @@
 """`make loadtest`: the production topology under load, on loopback only, bounded in count and time.
 
-Starts the topology of the fault suite (PostgreSQL, Redis, two daphne web processes, two Celery
+Starts the topology of the fault suite (PostgreSQL, Redis, two web processes, two Celery
 workers with 8 run slots each: tests/fault/topology.py), then:
   1. LOAD_EXEC_RUNS (2,000) stateless runs, POST /api/v1/exec, spread over both web processes;
   2. LOAD_WEB_RUNS (200) web runs (POST /queries/<id>/runs, followed on the run websocket until

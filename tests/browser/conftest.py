@@ -1,4 +1,4 @@
-"""A real server (daphne subprocess, embedded mode, real bwrap sandbox), the fake LLM, and
+"""A real server (webapp.serve subprocess, embedded mode, real bwrap sandbox), the fake LLM, and
 Debian's chromium driven by Playwright's sync API. Run as its own pytest invocation:
 `pytest -m browser`."""
 

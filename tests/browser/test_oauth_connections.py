@@ -3,7 +3,7 @@ browser's localStorage, the model hears the granted scope, a run with it can rea
 service refuses its write, and a query that declares the write scope fails before running.
 Connect again with the write scope: the write works. Revoke: gone here and at the provider.
 
-Real server (daphne, embedded mode, bwrap sandbox, the rest kind's egress proxy), a real local
+Real server (webapp.serve, embedded mode, bwrap sandbox, the rest kind's egress proxy), a real local
 OAuth 2.0 provider with its scope-checking API on loopback, Debian's chromium. Only the LLM is
 faked, so that the query names its credential, host and scopes.
 """

@@ -1,4 +1,4 @@
-"""The production topology fixture: PostgreSQL, Redis, two daphne web processes and two Celery
+"""The production topology fixture: PostgreSQL, Redis, two web processes and two Celery
 workers as real local processes (tests/fault/topology.py), shared by the fault tests and the
 integration tests pointed at it (tests/fault/test_topology_integration.py).
 

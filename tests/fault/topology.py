@@ -1,5 +1,5 @@
 """The production topology as real local processes: PostgreSQL (Debian's initdb + pg_ctl),
-redis-server, N daphne web processes and N `celery -A webapp worker` processes, each on a free
+redis-server, N web processes and N `celery -A webapp worker` processes, each on a free
 loopback port, all sharing one environment (DATABASE_URL, REDIS_URL, ...).
 
 Used by the fault tests (tests/fault/conftest.py) and the load test (tests/bench/loadtest.py).

@@ -37,10 +37,10 @@ def http_scope(method: str, path: str, headers: list[tuple[bytes, bytes]]) -> di
     }
 
 
-async def served_as_daphne_serves(scope: dict[str, Any], body: bytes) -> int:
-    """One request through `application`, answered as daphne answers: the body in one message,
-    and `http.disconnect` queued the moment the response's last part is sent (daphne's
-    `WebRequest.finish`). The response's status."""
+async def served_as_uvicorn_serves(scope: dict[str, Any], body: bytes) -> int:
+    """One request through `application`, answered as uvicorn answers: the body in one message,
+    and `http.disconnect` from the moment the response's last part is sent (uvicorn's
+    `RequestResponseCycle.receive`). The response's status."""
     messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     messages.put_nowait({"type": "http.request", "body": body, "more_body": False})
     status = 0
@@ -80,10 +80,10 @@ async def requests_left_in_cycles() -> list[FrameType]:
         "/api/v1/exec",
         [(b"authorization", b"Bearer no"), (b"content-type", b"application/json")],
     )
-    assert await served_as_daphne_serves(scope, b'{"code": "1"}') == 401  # imports, caches
+    assert await served_as_uvicorn_serves(scope, b'{"code": "1"}') == 401  # imports, caches
     with cyclic_garbage() as garbage:
         for _ in range(5):
-            assert await served_as_daphne_serves(scope, b'{"code": "1"}') == 401
+            assert await served_as_uvicorn_serves(scope, b'{"code": "1"}') == 401
     return [
         thing
         for thing in garbage

@@ -5,6 +5,7 @@ that send no request head, and refuses connections past its cap at once."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import resource
 import select
@@ -14,25 +15,26 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from uvicorn.server import ServerState
 
 from tests.local_servers import free_port, wait_until
 from tests.quota_mounts import remove_var_dir
 from tests.webapp.fresh_interpreter import probe_state
+from webapp import serve
 from webapp.rlimits import open_files_limit_raise
 
 REPO = Path(__file__).resolve().parents[2]
 IDLE = 1_100
 HEAD_TIMEOUT_S = 10.0
-# webapp.serve.HEAD_DEADLINE_SPREAD: no head deadline falls before half its time (not imported
-# here: importing webapp.serve installs Twisted's reactor in this process).
-EARLIEST_CLOSE_S = HEAD_TIMEOUT_S / 2
+EARLIEST_CLOSE_S = HEAD_TIMEOUT_S * (1 - serve.HEAD_DEADLINE_SPREAD)
 SETUP_SCRIPT = """
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
@@ -204,84 +206,205 @@ def test_sabotage_with_no_limits_and_1024_files_idle_connections_starve_exec(
     assert exec_status not in {200, 201}, exec_status
 
 
-FORM_POST_PROBE = """
-import json
-from twisted.internet.task import Clock
-from twisted.internet.testing import StringTransport
-from twisted.web import http
-from webapp.serve import HeadDeadlineChannel
+class FakeLoop:
+    """The event loop as a connection's protocol uses it, with a clock the test moves."""
 
-channel = HeadDeadlineChannel(None, None)
-channel.callLater = Clock().callLater  # Twisted's request timeout, never run here
-channel.requestFactory = http.Request  # what daphne does with its WebRequest
-channel.makeConnection(StringTransport())
-channel.dataReceived(
-    b"POST /x HTTP/1.1\\r\\nHost: a\\r\\nContent-Type: application/x-www-form-urlencoded\\r\\n"
-    b"Content-Length: 3\\r\\n\\r\\na=1"
-)
-request = channel.requests[0]
-args = {k.decode(): [v.decode() for v in vs] for k, vs in request.args.items()}
-print(json.dumps([request.method.decode(), request.content.read().decode(), args]))
-"""
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.timers: list[FakeTimer] = []
 
+    def call_later(self, delay: float, callback: Callable[[], None]) -> FakeTimer:
+        timer = FakeTimer(self.now + delay, callback)
+        self.timers.append(timer)
+        return timer
 
-def test_twisted_leaves_a_form_body_to_django(tmp_path):
-    """Django parses request bodies; Twisted's own parse (into request.args) is switched off on
-    the requests daphne has the channel make. In a process of its own: importing webapp.serve
-    installs Twisted's asyncio reactor."""
-    assert probe_state(FORM_POST_PROBE, tmp_path) == ["POST", "a=1", {}]
+    def create_task(self, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Future[None]:
+        coroutine.close()  # the app is not run here: only the connection's limits are
+        return asyncio.Future(loop=asyncio.new_event_loop())
+
+    def advance_to(self, when: float) -> None:
+        self.now = when
+        for timer in [t for t in self.timers if not t.cancelled and t.when <= when]:
+            timer.cancelled = True
+            timer.callback()
 
 
-HEAD_DEADLINES_PROBE = """
-import json
-from twisted.internet.task import Clock
-from twisted.internet.testing import StringTransport
-import webapp.serve
-from webapp.serve import HeadDeadlineChannel
+@dataclass
+class FakeTimer:
+    when: float
+    callback: Callable[[], None]
+    cancelled: bool = False
 
-webapp.serve.HEAD_DEADLINE_SPREAD = {spread}
-clock = Clock()
-transports = []
-for _ in range(200):  # opened in one turn, as a client's pool or an idle-socket flood does
-    channel = HeadDeadlineChannel(10.0, 20.0)
-    channel.callLater = clock.callLater
-    transport = StringTransport()
-    channel.makeConnection(transport)
-    transports.append(transport)
-closed_at = dict()
-for tenth in range(1, 111):  # past 10 s, which float sums of 0.1 reach a little late
-    clock.advance(0.1)
-    for n, transport in enumerate(transports):
-        if transport.disconnecting and n not in closed_at:
-            closed_at[n] = tenth / 10
-print(json.dumps(sorted(closed_at.values())))
-"""
+    def cancel(self) -> None:
+        self.cancelled = True
 
 
-def closing_times(spread: str, tmp_path: Path) -> list[float]:
-    """When each of the probe's connections was closed, with HEAD_DEADLINE_SPREAD `spread` (as
-    Python source)."""
-    return probe_state(HEAD_DEADLINES_PROBE.format(spread=spread), tmp_path)
+class FakeTransport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed = False
+        self.written = b""
+        self.protocol: asyncio.BaseProtocol | None = None
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self.protocol = protocol
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        assert self.protocol is not None
+        return self.protocol
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}.get(name)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written += bytes(data)
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
 
 
-def test_connections_opened_together_are_closed_over_seconds_not_in_one_turn(tmp_path):
+async def _no_app(scope: Any, receive: Any, send: Any) -> None:
+    raise AssertionError("not run")
+
+
+def connections(count: int, *options: str) -> tuple[FakeLoop, list[FakeTransport]]:
+    """`count` connections made at once to the protocol webapp.serve configures uvicorn with
+    (`options` as on its command line), on a fake loop."""
+    config = serve.config_from(list(options))
+    config.app = _no_app
+    config.load()
+    loop, state = FakeLoop(), ServerState()
+    transports = []
+    for _ in range(count):
+        protocol = config.http_protocol_class(
+            config=config, server_state=state, app_state={}, _loop=loop
+        )
+        transport = FakeTransport()
+        protocol.connection_made(transport)
+        transport.set_protocol(protocol)
+        transports.append(transport)
+    return loop, transports
+
+
+def closing_times(count: int, loop: FakeLoop, transports: list[FakeTransport], until_s: float):
+    """When each connection was closed, moving the clock a tenth of a second at a time."""
+    closed_at: dict[int, float] = {}
+    for tenth in range(1, int(until_s * 10) + 1):
+        loop.advance_to(tenth / 10)
+        for n, transport in enumerate(transports):
+            if transport.closed and n not in closed_at:
+                closed_at[n] = tenth / 10
+    return sorted(closed_at.values())
+
+
+def test_connections_opened_together_are_closed_over_seconds_not_in_one_turn():
     """200 connections opened at once, none sending a head: each is closed by its deadline
     (10 s), none before half of it, and no tenth of a second closes more than a tenth of them,
     so the loop's other requests never wait for all the closes at once."""
-    closed = closing_times("webapp.serve.HEAD_DEADLINE_SPREAD", tmp_path)
-    assert len(closed) == 200 and min(closed) >= 5.0 and max(closed) <= 10.1
+    loop, transports = connections(200, "--head-timeout-s", "10")
+    closed = closing_times(200, loop, transports, until_s=11)
+    assert len(closed) == 200 and min(closed) >= 5.0 and max(closed) <= 10.0
     assert max(closed.count(t) for t in set(closed)) <= 20
 
 
-def test_sabotage_with_no_spread_every_connection_is_closed_in_the_same_turn(tmp_path):
-    closed = closing_times("0.0", tmp_path)
+@pytest.mark.sabotage
+def test_sabotage_with_no_spread_every_connection_is_closed_in_the_same_turn(monkeypatch):
+    monkeypatch.setattr(serve, "HEAD_DEADLINE_SPREAD", 0.0)
+    loop, transports = connections(200, "--head-timeout-s", "10")
+    closed = closing_times(200, loop, transports, until_s=11)
     assert max(closed.count(t) for t in set(closed)) > 20
+
+
+def drip(loop: FakeLoop, transport: FakeTransport, data: bytes, every_s: float, until_s: float):
+    """Send `data` a byte every `every_s` seconds; when the server closed the connection, or
+    None."""
+    for n, byte in enumerate(data):
+        if n * every_s > until_s:
+            break
+        loop.advance_to(n * every_s)
+        if transport.closed:
+            return loop.now
+        transport.get_protocol().data_received(  # type: ignore[attr-defined]
+            bytes([byte])
+        )
+    loop.advance_to(until_s)
+    return loop.now if transport.closed else None
+
+
+SLOW_HEAD = b"GET /healthz HTTP/1.1\r\nHost: a\r\n" + b"X-Pad: " + b"a" * 500
+
+
+def test_a_head_sent_a_byte_at_a_time_is_cut_off_at_its_deadline():
+    loop, (transport,) = connections(1, "--head-timeout-s", "10")
+    closed_s = drip(loop, transport, SLOW_HEAD, every_s=1.0, until_s=60)
+    assert closed_s is not None and 5.0 <= closed_s <= 11.0
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_head_deadline_a_dripped_head_holds_its_connection(monkeypatch):
+    """uvicorn's own keep-alive timer is cancelled by the first byte: it alone never closes."""
+    monkeypatch.setattr(serve.LimitedHttpProtocol, "_head_deadline_set", lambda self, t: None)
+    loop, (transport,) = connections(1, "--head-timeout-s", "10")
+    assert drip(loop, transport, SLOW_HEAD, every_s=1.0, until_s=60) is None
+
+
+SLOW_BODY = b"POST /api/v1/exec HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n"
+
+
+def test_a_body_that_stops_coming_is_cut_off_after_the_idle_timeout():
+    """Each byte of a body restarts the idle deadline; once the bytes stop, it closes."""
+    loop, (transport,) = connections(1, "--idle-timeout-s", "20")
+    transport.get_protocol().data_received(SLOW_BODY)
+    assert drip(loop, transport, b"x" * 5, every_s=15.0, until_s=60.0 + 19.0) is None
+    loop.advance_to(60.0 + 40.0)
+    assert transport.closed
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_body_deadline_a_stalled_body_holds_its_connection(monkeypatch):
+    monkeypatch.setattr(serve.LimitedHttpProtocol, "_deadline_set", lambda self, t: None)
+    loop, (transport,) = connections(1, "--idle-timeout-s", "20")
+    transport.get_protocol().data_received(SLOW_BODY + b"x")
+    loop.advance_to(3600.0)
+    assert not transport.closed
+
+
+def test_a_head_past_its_cap_is_answered_431_and_closed():
+    loop, (transport,) = connections(1)
+    protocol = transport.get_protocol()
+    protocol.data_received(b"GET / HTTP/1.1\r\nHost: a\r\n")
+    for _ in range(serve.MAX_HEAD_BYTES // 1000 + 1):
+        if transport.closed:
+            break
+        protocol.data_received(b"X-Pad: " + b"a" * 991 + b"\r\n")
+    assert transport.closed and transport.written.startswith(b"HTTP/1.1 431 ")
+
+
+@pytest.mark.sabotage
+def test_sabotage_with_no_head_cap_the_head_grows_unbounded(monkeypatch):
+    monkeypatch.setattr(serve, "MAX_HEAD_BYTES", 10**12)
+    loop, (transport,) = connections(1)
+    protocol = transport.get_protocol()
+    protocol.data_received(b"GET / HTTP/1.1\r\nHost: a\r\n")
+    for _ in range(serve.MAX_HEAD_BYTES // 1000 + 1 if serve.MAX_HEAD_BYTES < 10**6 else 100):
+        protocol.data_received(b"X-Pad: " + b"a" * 991 + b"\r\n")
+    assert not transport.closed
 
 
 SWITCH_INTERVAL_PROBE = """
 import json, sys
+import uvicorn
 import webapp.serve
-webapp.serve.ServeCommand.run = lambda self, argv: None  # the set-up main() does, not the serving
+uvicorn.Server.run = lambda self, sockets=None: None  # the set-up main() does, not the serving
 webapp.serve.main([])
 print(json.dumps(sys.getswitchinterval()))
 """

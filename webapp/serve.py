@@ -6,8 +6,8 @@ connections that closes the excess at once.
 `make run`, the Docker image, docker-compose.yml and the tests' live servers all start the web
 server through here, so they run with the same limits. An idle connection holds a descriptor;
 these limits, and the open-files limit webapp.asgi raises, keep descriptors for the sandboxes.
-uvicorn rather than daphne: half the server's CPU per API request (docs/benchmarks.md, "uvicorn
-instead of daphne").
+uvicorn rather than daphne: less of the server's CPU per API request, and the way to a thinner
+path for it (docs/benchmarks.md, "uvicorn instead of daphne").
 """
 
 from __future__ import annotations

@@ -1,13 +1,22 @@
-"""Fixtures for the agent API tests: personas with tokens, and a client that speaks the API."""
+"""Fixtures for the agent API tests: personas with tokens, and a client that speaks the API.
+
+A persona's requests go through the ASGI application the server runs (webapp.asgi), as a
+server would hand them over: the API's own handler and middleware, the refusals answered in front
+of Django. Django's test client would take them through the site's handler instead.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote, urlencode
 
+import httpx
 import pytest
+from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
 from django.test import Client
 
@@ -17,6 +26,76 @@ from webapp.agents.recent_tokens import recent_tokens
 from webapp.agents.refused_early import known_bearers
 from webapp.agents.session_services import reset_session_manager
 from webapp.agents.tokens import token_create
+from webapp.asgi import application
+
+
+class ApiResponse:
+    """An httpx response that also answers as Django's does: `response["Content-Type"]`."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._response, name)
+
+    def __getitem__(self, header: str) -> str:
+        return self._response.headers[header]
+
+    def __contains__(self, header: str) -> bool:
+        return header in self._response.headers
+
+    def has_header(self, header: str) -> bool:
+        return header in self._response.headers
+
+
+def asgi_request(
+    method: str,
+    path: str,
+    *,
+    content: bytes = b"",
+    headers: dict[str, str],
+    params: dict[str, Any] | None = None,
+) -> ApiResponse:
+    """One request through the deployed ASGI application, its path sent as written (`..` and
+    all, as a client that does not normalise it would), its body in one message."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": unquote(path),
+        "raw_path": path.encode(),
+        "query_string": urlencode(params or {}).encode(),
+        "root_path": "",
+        "headers": [(b"host", b"testserver")]
+        + [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+    sent: list[dict[str, Any]] = []
+
+    async def serve() -> None:
+        received = asyncio.Event()
+
+        async def receive() -> dict[str, Any]:
+            if not received.is_set():
+                received.set()
+                return {"type": "http.request", "body": content, "more_body": False}
+            await asyncio.Event().wait()  # the client stays until the answer is complete
+            raise AssertionError("unreachable")
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await application(scope, receive, send)
+
+    async_to_sync(serve)()
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return ApiResponse(
+        httpx.Response(start["status"], headers=start.get("headers", []), content=body)
+    )
 
 
 @dataclass
@@ -27,20 +106,18 @@ class Persona:
 
     def post(self, path: str, body: Any, *, accept: str = "*/*", raw: bytes | None = None) -> Any:
         data = raw if raw is not None else json.dumps(body).encode()
-        return self.client.post(
-            path, data=data, content_type="application/json", headers=self._headers(accept)
-        )
+        headers = {**self._headers(accept), "Content-Type": "application/json"}
+        return asgi_request("POST", path, content=data, headers=headers)
 
     def get(self, url: str, **params: Any) -> Any:
-        return self.client.get(url, params, headers=self._headers("application/json"))
+        return asgi_request("GET", url, params=params, headers=self._headers("application/json"))
 
     def put(self, path: str, data: bytes) -> Any:
-        return self.client.put(
-            path, data=data, content_type="application/octet-stream", headers=self._headers()
-        )
+        headers = {**self._headers(), "Content-Type": "application/octet-stream"}
+        return asgi_request("PUT", path, content=data, headers=headers)
 
     def delete(self, path: str) -> Any:
-        return self.client.delete(path, headers=self._headers())
+        return asgi_request("DELETE", path, headers=self._headers())
 
     def _headers(self, accept: str = "application/json") -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}", "Accept": accept}

@@ -108,6 +108,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._deadline: asyncio.TimerHandle | None = None
         self._head_bytes: int | None = 0  # None once the head is complete
         self._reading_body = False
+        self._message_completed = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -117,15 +118,21 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._head_deadline_set(self.limits.head_timeout_s)
 
     def data_received(self, data: bytes) -> None:
-        if self._head_bytes is not None:
-            self._head_bytes += len(data)
-            if self._head_bytes > MAX_HEAD_BYTES:
-                self._deadline_cancel()
-                self._reject_head()
-                return
-        elif self._reading_body:
+        if self._reading_body:
             self._deadline_set(self.limits.idle_timeout_s)  # restarted by every byte of a body
+        self._message_completed = False
         super().data_received(data)
+        # Only bytes of a head count, and the parser says where one ends only through its
+        # callbacks: a chunk counts in full while the head it carries is still incomplete after
+        # it. A chunk that completed one message and began the next (pipelined) counts for
+        # nothing; the next one counts in full, so a head is never held past one chunk more.
+        if self._head_bytes is None or self.transport.is_closing():
+            return
+        if not self._message_completed:
+            self._head_bytes += len(data)
+        if self._head_bytes > MAX_HEAD_BYTES:
+            self._deadline_cancel()
+            self._reject_head()
 
     def on_message_begin(self) -> None:
         self._head_bytes = 0
@@ -139,6 +146,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._reading_body = False
+        self._message_completed = True
         self._deadline_cancel()
         super().on_message_complete()
 

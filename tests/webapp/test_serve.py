@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from tests.local_servers import free_port, wait_until
@@ -189,6 +190,16 @@ def test_connections_past_the_cap_are_closed_at_once_and_a_freed_slot_serves_aga
             sock.close()
         wait_until(lambda: healthy(url), timeout_s=10, what="a freed slot")
     assert (refused, still_open) == (set(range(20, 25)), 20)
+
+
+def test_bodies_larger_than_a_head_reach_the_app_through_the_server(template, tmp_path):
+    """A program with a file of 1 MB runs; a program past the API's code cap gets the API's 413,
+    not the server's 431 for a head too large."""
+    files = {"code": "print(len(open('big').read()))", "files": {"big": "x" * 1_000_000}}
+    with serving(template, tmp_path, open_files=(1024, 4096)) as url:
+        ran = api(url, template.token, "/api/v1/exec", files, 30)
+        refused = api(url, template.token, "/api/v1/exec", {"code": "#" * 3_000_000}, 30)
+    assert (ran, refused) == (200, 413)
 
 
 @pytest.mark.sabotage
@@ -398,6 +409,47 @@ def test_sabotage_with_no_head_cap_the_head_grows_unbounded(monkeypatch):
     for _ in range(serve.MAX_HEAD_BYTES // 1000 + 1 if serve.MAX_HEAD_BYTES < 10**6 else 100):
         protocol.data_received(b"X-Pad: " + b"a" * 991 + b"\r\n")
     assert not transport.closed
+
+
+def big_post(body_bytes: int) -> tuple[bytes, bytes]:
+    """A POST's head and a JSON body of `body_bytes`, larger than any head may be."""
+    body = b'{"code": "' + b"#" * (body_bytes - 12) + b'"}'
+    head = b"POST /api/v1/exec HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n" % len(body)
+    return head, body
+
+
+def sent_in_chunks(data: bytes, chunk: int) -> FakeTransport:
+    """`data` sent to a new connection `chunk` bytes at a time, as the socket's reads hand it
+    over; the connection."""
+    _, (transport,) = connections(1)
+    for start in range(0, len(data), chunk):
+        transport.get_protocol().data_received(data[start : start + chunk])  # type: ignore[attr-defined]
+    return transport
+
+
+@pytest.mark.parametrize("chunk", [256 * 1024, 64 * 1024, 1000])
+def test_a_body_larger_than_a_head_may_be_is_no_head_past_its_cap(chunk):
+    """uvloop reads up to 256 KiB at a time: the head and much of the body arrive together."""
+    head, body = big_post(4 * serve.MAX_HEAD_BYTES)
+    transport = sent_in_chunks(head + body, chunk)
+    assert (transport.closed, transport.written) == (False, b"")
+
+
+@pytest.mark.sabotage
+def test_sabotage_counting_every_byte_received_answers_a_large_body_431(monkeypatch):
+    """Every byte received counted as head, as the cap first did (before the parser saw them)."""
+    monkeypatch.setattr(
+        serve.LimitedHttpProtocol, "on_headers_complete", HttpToolsProtocol.on_headers_complete
+    )
+    head, body = big_post(4 * serve.MAX_HEAD_BYTES)
+    transport = sent_in_chunks(head + body, 256 * 1024)
+    assert transport.written.startswith(b"HTTP/1.1 431 ")
+
+
+def test_a_pipelined_request_after_a_large_one_is_not_counted_against_the_next_head():
+    head, body = big_post(serve.MAX_HEAD_BYTES)
+    transport = sent_in_chunks(head + body + b"GET /healthz HTTP/1.1\r\n", 256 * 1024)
+    assert (transport.closed, transport.written) == (False, b"")
 
 
 SWITCH_INTERVAL_PROBE = """

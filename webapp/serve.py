@@ -148,15 +148,22 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._reading_body = False
         self._message_completed = True
         self._deadline_cancel()
+        answered_early = self.cycle is not None and self.cycle.response_complete
         super().on_message_complete()
+        if answered_early and not self.transport.is_closing():
+            self._next_head_await()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        # uvicorn armed its keep-alive timer: no pipelined request was started, the connection
-        # waits for its next head.
-        if self.timeout_keep_alive_task is not None:
-            self._head_bytes = 0
-            self._head_deadline_set(self.limits.idle_timeout_s)
+        # uvicorn armed its keep-alive timer: no pipelined request was started. The connection
+        # waits for its next head, unless the app answered before the body was all sent (a 413
+        # for a body declared too large): the rest of the body comes first, and uvicorn drops it.
+        if self.timeout_keep_alive_task is not None and not self._reading_body:
+            self._next_head_await()
+
+    def _next_head_await(self) -> None:
+        self._head_bytes = 0
+        self._head_deadline_set(self.limits.idle_timeout_s)
 
     def handle_websocket_upgrade(self) -> None:
         self._reading_body = False

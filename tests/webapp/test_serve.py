@@ -193,13 +193,14 @@ def test_connections_past_the_cap_are_closed_at_once_and_a_freed_slot_serves_aga
 
 
 def test_bodies_larger_than_a_head_reach_the_app_through_the_server(template, tmp_path):
-    """A program with a file of 1 MB runs; a program past the API's code cap gets the API's 413,
-    not the server's 431 for a head too large."""
+    """A program with a file of 1 MB runs; a program past the API's code cap, or a body past its
+    cap, gets the API's 413, not the server's 431 for a head too large."""
     files = {"code": "print(len(open('big').read()))", "files": {"big": "x" * 1_000_000}}
     with serving(template, tmp_path, open_files=(1024, 4096)) as url:
         ran = api(url, template.token, "/api/v1/exec", files, 30)
-        refused = api(url, template.token, "/api/v1/exec", {"code": "#" * 3_000_000}, 30)
-    assert (ran, refused) == (200, 413)
+        refused = api(url, template.token, "/api/v1/exec", {"code": "#" * 300_000}, 30)
+        too_large = api(url, template.token, "/api/v1/exec", {"code": "#" * 5_000_000}, 30)
+    assert (ran, refused, too_large) == (200, 413, 413)
 
 
 @pytest.mark.sabotage
@@ -450,6 +451,43 @@ def test_a_pipelined_request_after_a_large_one_is_not_counted_against_the_next_h
     head, body = big_post(serve.MAX_HEAD_BYTES)
     transport = sent_in_chunks(head + body + b"GET /healthz HTTP/1.1\r\n", 256 * 1024)
     assert (transport.closed, transport.written) == (False, b"")
+
+
+def answered_before_its_body(protocol: serve.LimitedHttpProtocol) -> None:
+    """What uvicorn does when the app answers before reading the whole body (a 413 for a body
+    declared too large)."""
+    protocol.cycle.response_complete = True
+    protocol.on_response_complete()
+
+
+def test_the_rest_of_a_body_answered_early_is_no_head_and_the_connection_serves_on():
+    head, body = big_post(4 * serve.MAX_HEAD_BYTES)
+    _, (transport,) = connections(1)
+    protocol = transport.get_protocol()
+    protocol.data_received(head + body[:1000])
+    answered_before_its_body(protocol)
+    for start in range(1000, len(body), 64 * 1024):
+        protocol.data_received(body[start : start + 64 * 1024])
+    protocol.data_received(b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert (transport.closed, transport.written) == (False, b"")
+    assert protocol.cycle.scope["path"] == "/healthz"  # the next request was read
+
+
+@pytest.mark.sabotage
+def test_sabotage_awaiting_the_next_head_at_once_answers_the_rest_of_the_body_431(monkeypatch):
+    def at_once(self: serve.LimitedHttpProtocol) -> None:
+        HttpToolsProtocol.on_response_complete(self)
+        self._next_head_await()
+
+    monkeypatch.setattr(serve.LimitedHttpProtocol, "on_response_complete", at_once)
+    head, body = big_post(4 * serve.MAX_HEAD_BYTES)
+    _, (transport,) = connections(1)
+    protocol = transport.get_protocol()
+    protocol.data_received(head + body[:1000])
+    answered_before_its_body(protocol)
+    for start in range(1000, len(body), 64 * 1024):
+        protocol.data_received(body[start : start + 64 * 1024])
+    assert transport.written.startswith(b"HTTP/1.1 431 ")
 
 
 SWITCH_INTERVAL_PROBE = """

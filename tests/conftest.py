@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 import pytest
 
 from tests import prerequisites, servers
+from tests.local_servers import asgi_serving
 from tests.prerequisites import MISSING, DockerImage, OptionalPiece, chromium_problem, required
 from tests.quota_mounts import ours_under
 from tests.servers import postgres_problem
@@ -171,6 +172,16 @@ def docker_engine(docker_missing) -> Iterator[Any]:
         docker_missing(f"no Docker engine: {exc}")
     yield client.api
     client.close()
+
+
+@pytest.fixture
+def app_server(transactional_db: None) -> Iterator[str]:
+    """The URL of the ASGI application the product serves (webapp.asgi) under its own server,
+    in this process: it sees the test's database rows and settings."""
+    from webapp.asgi import application
+
+    with asgi_serving(application) as url:
+        yield url
 
 
 # --- database ------------------------------------------------------------------------------

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import socket
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 
 def free_port() -> int:
@@ -62,3 +65,29 @@ def celery_worker_argv(*options: str) -> list[str]:
         "--without-mingle",
         *options,
     ]
+
+
+@contextmanager
+def asgi_serving(application: Any) -> Iterator[str]:
+    """`application` under the product's web server (webapp.serve's uvicorn configuration and
+    limits) on a free port, in a thread of this process, so that it sees the test's database
+    and settings; yields its URL.
+
+    pytest-django's `live_server` runs Django's WSGI handler with the site's whole middleware
+    stack, which the product never serves through."""
+    import uvicorn
+
+    from webapp import serve
+
+    port = free_port()
+    config = serve.config_from(["-b", "127.0.0.1", "-p", str(port)])
+    config.app = application
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="asgi-test-server", daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started, timeout_s=30, what=f"the server on port {port}")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

@@ -79,9 +79,9 @@ def test_the_client_package_is_all_an_empty_venv_gets(client_venv):
     assert installed == {"undoable_client", "undoable_client-0.1.0.dist-info"}
 
 
-def test_the_installed_client_runs_code_with_no_django_present(client_venv, live_server, owner):
+def test_the_installed_client_runs_code_with_no_django_present(client_venv, app_server, owner):
     done = subprocess.run(
-        [client_venv, "-c", SCRIPT, live_server.url, owner.token],
+        [client_venv, "-c", SCRIPT, app_server, owner.token],
         capture_output=True,
         text=True,
         timeout=120,

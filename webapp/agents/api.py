@@ -7,21 +7,48 @@ rewritten here so clients see one shape.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI, Swagger
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.openapi.schema import OpenAPISchema
+from pydantic.json_schema import models_json_schema
 
+from webapp.agents.api_errors import (
+    BODY_TOO_LARGE,
+    UNAUTHENTICATED,
+    error_response,
+    refusal_response,
+)
 from webapp.agents.auth import TokenAuth
-from webapp.agents.exec_api import router as exec_router
+from webapp.agents.exec_api import EXEC_SCHEMAS, exec_openapi_paths
 from webapp.agents.ratelimit import QuotaExceeded
 from webapp.agents.schemas import ApiError, JsonBodyParser, validation_message
 from webapp.agents.sessions_api import router as sessions_router
 
 logger = logging.getLogger(__name__)
 
-api = NinjaAPI(
+
+class UndoableApi(NinjaAPI):
+    """ninja's API, whose OpenAPI schema also describes POST /api/v1/exec: that endpoint is
+    served without ninja (webapp.agents.direct_view), so ninja does not know it."""
+
+    def get_openapi_schema(
+        self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None
+    ) -> OpenAPISchema:
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        _, definitions = models_json_schema(
+            [(model, "validation") for model in EXEC_SCHEMAS],
+            ref_template="#/components/schemas/{model}",
+        )
+        schema.setdefault("components", {}).setdefault("schemas", {}).update(definitions["$defs"])
+        schema["paths"] = {**exec_openapi_paths(), **schema["paths"]}
+        return schema
+
+
+api = UndoableApi(
     title="Undoable API",
     version="1",
     description="Run code in a sandbox: stateless `POST /api/v1/exec` (replit-code-exec "
@@ -32,32 +59,22 @@ api = NinjaAPI(
     docs=Swagger(),
     parser=JsonBodyParser(),
 )
-api.add_router("/v1", exec_router)
 api.add_router("/v1/sessions", sessions_router)
-
-
-def error_response(status: int, message: str, *, retry_after_s: int | None = None) -> JsonResponse:
-    response = JsonResponse({"error": message}, status=status)
-    if retry_after_s is not None:
-        response["Retry-After"] = str(retry_after_s)
-    if status == 401:
-        response["WWW-Authenticate"] = 'Bearer realm="api"'
-    return response
 
 
 @api.exception_handler(ApiError)
 def _api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
-    return error_response(exc.status, exc.message, retry_after_s=exc.retry_after_s)
+    return refusal_response(exc)
 
 
 @api.exception_handler(QuotaExceeded)
 def _quota(request: HttpRequest, exc: QuotaExceeded) -> HttpResponse:
-    return error_response(429, str(exc), retry_after_s=exc.retry_after_s)
+    return refusal_response(exc)
 
 
 @api.exception_handler(AuthenticationError)
 def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    return error_response(401, "missing, invalid or revoked API token")
+    return error_response(401, UNAUTHENTICATED)
 
 
 @api.exception_handler(ValidationError)
@@ -67,7 +84,7 @@ def _invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
 
 @api.exception_handler(RequestDataTooBig)
 def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
-    return error_response(413, "request body is too large")
+    return error_response(413, BODY_TOO_LARGE)
 
 
 @api.exception_handler(Http404)

@@ -20,10 +20,14 @@ from django.core.exceptions import DisallowedHost
 from django.core.handlers.exception import convert_exception_to_response
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
+from webapp.agents import conf
+from webapp.agents.direct_view import DirectView
+from webapp.agents.exec_api import exec_view
 from webapp.agents.refused_early import refused_early
 from webapp.asgi_handler import AcyclicASGIHandler
 
 API_PREFIX = "/api/v1/"
+EXEC_PATH = "/api/v1/exec"
 security_logger = logging.getLogger("django.security.DisallowedHost")
 
 
@@ -80,8 +84,25 @@ class ApiASGIHandler(AcyclicASGIHandler):
 
 def api_application() -> Callable[..., Awaitable[None]]:
     """The API's ASGI app as the server runs it: a refused user's run requests are answered in
-    front of Django (webapp.agents.refused_early), everything else by ApiASGIHandler."""
-    return refused_early(ApiASGIHandler())
+    front of Django (webapp.agents.refused_early); /api/v1/exec is served by its view directly
+    (webapp.agents.direct_view), everything else by ApiASGIHandler."""
+    exec_endpoint = DirectView(
+        exec_view,
+        middleware=ApiSecurityMiddleware,
+        max_body_bytes=lambda: conf.get_int("AGENTS_MAX_BODY_BYTES"),
+    )
+    return refused_early(route_exact({EXEC_PATH: exec_endpoint}, ApiASGIHandler()))
+
+
+def route_exact(
+    routes: dict[str, Callable[..., Awaitable[None]]], rest: Callable[..., Awaitable[None]]
+) -> Callable[..., Awaitable[None]]:
+    """One ASGI app: each path of `routes` (exactly) to its app, every other path to `rest`."""
+
+    async def app(scope: dict, receive: Callable, send: Callable) -> None:  # type: ignore[type-arg]
+        await routes.get(scope["path"], rest)(scope, receive, send)
+
+    return app
 
 
 def route_http(

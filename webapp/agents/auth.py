@@ -58,3 +58,13 @@ class TokenAuth(HttpBearer):
         if found is not None:
             known_bearers.note(secret, found.pk, found.owner_id)  # see webapp.agents.refused_early
         return found
+
+
+_token_auth = TokenAuth()
+
+
+async def authenticated(request: HttpRequest) -> ApiToken | None:
+    """The request's token as the ninja API's auth finds it (TokenAuth), or None: for the
+    endpoint served without ninja (webapp.agents.exec_api.exec_view)."""
+    found = _token_auth(request)  # None without a bearer token, else the lookup to await
+    return None if found is None else await found

@@ -8,20 +8,23 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from typing import Literal, TypeVar
+from http import HTTPStatus
+from typing import Any, Literal, TypeVar
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from ninja import Router, Schema
+from ninja import Schema
+from pydantic import BaseModel, ValidationError
 
 from executor import RunResult
 from webapp.agents import conf
+from webapp.agents.api_errors import UNAUTHENTICATED, error_response, refusal_response
+from webapp.agents.auth import authenticated
 from webapp.agents.exec_services import exec_build_spec, exec_run, result_json
 from webapp.agents.fairshare import host_capacity, refused_recently
 from webapp.agents.quota import get_admission, get_limiter
 from webapp.agents.ratelimit import QuotaExceeded
-from webapp.agents.schemas import ExecIn
+from webapp.agents.schemas import ApiError, ExecIn, JsonBodyParser, body_validation_message
 
-router = Router(tags=["exec"])
 T = TypeVar("T")
 
 # A run request holds one of these threads from asking for its slots to the end of its run:
@@ -48,6 +51,9 @@ class ErrorOut(Schema):
 
 
 ERRORS = {status: ErrorOut for status in (400, 401, 404, 409, 413, 429, 503)}
+EXEC_ERRORS = (400, 401, 405, 413, 429, 500, 503)
+# The models the OpenAPI schema describes for exec (webapp.agents.api adds their components).
+EXEC_SCHEMAS: tuple[type[BaseModel], ...] = (ExecIn, ExecOut, ErrorOut)
 
 
 def wants_json(request: HttpRequest) -> bool:
@@ -151,11 +157,64 @@ def render_result(request: HttpRequest, result: RunResult, combined: str) -> Htt
     return response
 
 
-@router.post("/exec", response={200: ExecOut, **ERRORS}, summary="Run a snippet in a fresh sandbox")
-async def exec_code(request: HttpRequest, payload: ExecIn) -> HttpResponse:
-    """Runs `code` once in a new sandbox. Replies `text/plain` (stdout+stderr as printed) unless
-    the request sends `Accept: application/json`."""
-    spec, timeout_s = exec_build_spec(payload)
-    run = functools.partial(exec_run, spec, timeout_s=timeout_s)
-    result, combined = await within_quota(quota_key(request), user_key(request), run)
+async def exec_view(request: HttpRequest) -> HttpResponse:
+    """POST /api/v1/exec, served by webapp.agents.direct_view without ninja (see there why).
+
+    Everything it answers is the API's as ninja would give it: the bearer token (TokenAuth),
+    the body parsed by the API's parser and validated by ExecIn, the API's error shape.
+    """
+    if request.method != "POST":
+        response = error_response(405, f"{request.method} is not allowed here; use POST")
+        response["Allow"] = "POST"
+        return response
+    # Where ninja puts the token, for quota_key and user_key.
+    request.auth = await authenticated(request)  # type: ignore[attr-defined]
+    if request.auth is None:  # type: ignore[attr-defined]
+        return error_response(401, UNAUTHENTICATED)
+    try:
+        payload = exec_payload(request)
+        spec, timeout_s = exec_build_spec(payload)
+        run = functools.partial(exec_run, spec, timeout_s=timeout_s)
+        result, combined = await within_quota(quota_key(request), user_key(request), run)
+    except (ApiError, QuotaExceeded) as refused:
+        return refusal_response(refused)
     return render_result(request, result, combined)
+
+
+def exec_payload(request: HttpRequest) -> ExecIn:
+    """The request's body as ExecIn, or ApiError: as ninja reads a body parameter."""
+    try:
+        return ExecIn.model_validate(JsonBodyParser().parse_body(request))
+    except ValidationError as exc:
+        raise ApiError(400, body_validation_message(exc)) from None
+
+
+def exec_openapi_paths() -> dict[str, Any]:
+    """The OpenAPI description of POST /api/v1/exec, as ninja would write it for exec_view."""
+    return {
+        "/api/v1/exec": {
+            "post": {
+                "operationId": "exec",
+                "summary": "Run a snippet in a fresh sandbox",
+                "description": "Runs `code` once in a new sandbox. Replies `text/plain` "
+                "(stdout+stderr as printed) unless the request sends `Accept: application/json`.",
+                "tags": ["exec"],
+                "requestBody": {"content": _json_of(ExecIn), "required": True},
+                "responses": {
+                    "200": {"description": "OK", "content": _json_of(ExecOut)},
+                    **{
+                        str(status): {
+                            "description": HTTPStatus(status).phrase,
+                            "content": _json_of(ErrorOut),
+                        }
+                        for status in EXEC_ERRORS
+                    },
+                },
+                "security": [{"TokenAuth": []}],
+            }
+        }
+    }
+
+
+def _json_of(model: type[BaseModel]) -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from django.http import HttpRequest
 from ninja.parser import Parser
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from webapp.agents import conf
 from webapp.json_body import BadJsonBody, json_body_read
@@ -52,7 +52,17 @@ def validation_message(errors: list[dict[str, Any]]) -> str:
     err = errors[0] if errors else {"loc": (), "type": "", "msg": "invalid request"}
     loc = tuple(str(part) for part in err.get("loc", ()))
     # ("body", "payload", "code") -> "code": a body model is the request body itself.
-    where = ".".join(loc[2:] if loc[:1] == ("body",) else loc[1:]) or "body"
+    return error_message({**err, "loc": loc[2:] if loc[:1] == ("body",) else loc[1:]})
+
+
+def body_validation_message(exc: ValidationError) -> str:
+    """The 400 text for a body model's own validation error: its first, located in the body."""
+    errors = exc.errors(include_url=False, include_input=False)
+    return error_message(errors[0]) if errors else "body: invalid request"
+
+
+def error_message(err: Any) -> str:
+    where = ".".join(str(part) for part in err.get("loc", ())) or "body"
     if err.get("type") == "missing":
         return f"{where} is required"
     if err.get("type") == "literal_error":

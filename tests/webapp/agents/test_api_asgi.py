@@ -1,8 +1,6 @@
-"""The agent API as deployed: through the ASGI application and its own lean handler.
-
-The other API tests use Django's test client, which runs the site's full middleware stack;
-these go through `webapp.asgi.application`, where /api/v1/ is served by ApiASGIHandler.
-"""
+"""The agent API as deployed: through the ASGI application, where /api/v1/exec is served by its
+view directly (webapp.agents.direct_view) and the rest of /api/v1/ by ApiASGIHandler, and the
+site keeps Django's full stack."""
 
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 
 @pytest.fixture
-def client(live_server, owner) -> Client:
-    return Client(live_server.url, owner.token)
+def client(app_server, owner) -> Client:
+    return Client(app_server, owner.token)
 
 
 def completion_with_code(code: str) -> dict:
@@ -44,12 +44,12 @@ def test_the_client_passes_files_and_interpreter_mode(client):
     assert result.stdout == "'abab'\n"
 
 
-def test_the_client_raises_api_errors_with_the_servers_message(live_server, client):
+def test_the_client_raises_api_errors_with_the_servers_message(app_server, client):
     with pytest.raises(ApiError) as bad:
         client.exec("1", language="cobol")
     assert bad.value.status == 400 and "language" in bad.value.message
     with pytest.raises(ApiError) as unauthorised:
-        Client(live_server.url, "udb_wrong").exec("1")
+        Client(app_server, "udb_wrong").exec("1")
     assert unauthorised.value.status == 401
 
 
@@ -97,10 +97,10 @@ def test_strip_code_fences_leaves_plain_code_alone():
     assert strip_code_fences("x = '```'\nprint(x)") == "x = '```'\nprint(x)"
 
 
-def test_a_replit_code_exec_style_call_gets_plain_text(live_server, owner):
+def test_a_replit_code_exec_style_call_gets_plain_text(app_server, owner):
     # Exactly what replit_code_exec.code_exec() sends: JSON body, bearer token, reads .text.
     response = requests.post(
-        live_server.url + "/api/v1/exec",
+        app_server + "/api/v1/exec",
         json={
             "code": "import sys\nprint(1+1)\nprint('e', file=sys.stderr)",
             "files": {"a": "b"},
@@ -113,7 +113,7 @@ def test_a_replit_code_exec_style_call_gets_plain_text(live_server, owner):
     assert response.text == "2\ne\n"
 
 
-def test_the_real_replit_code_exec_client_works_unchanged(live_server, owner, monkeypatch):
+def test_the_real_replit_code_exec_client_works_unchanged(app_server, owner, monkeypatch):
     # The package imports `instructor` (for an OpenAI helper we do not use) at import time;
     # its pinned version conflicts with our openai SDK, so only that import is stubbed.
     placeholder = types.ModuleType("instructor")
@@ -121,7 +121,7 @@ def test_the_real_replit_code_exec_client_works_unchanged(live_server, owner, mo
     monkeypatch.setitem(sys.modules, "instructor", placeholder)
     replit_code_exec = pytest.importorskip("replit_code_exec")
     text = replit_code_exec.code_exec(
-        live_server.url + "/api/v1/exec",
+        app_server + "/api/v1/exec",
         owner.token,
         "x = 20\nx + 22",
         files={"in.txt": "unused"},

@@ -132,11 +132,11 @@ def test_other_errors_are_not_retried(waits):
 
 @pytest.mark.django_db(transaction=True)
 @override_settings(AGENTS_MAX_CONCURRENT_PER_TOKEN=1, AGENTS_SLOT_WAIT_S=0)
-def test_against_the_server_a_refused_exec_is_retried_until_served(live_server, owner):
+def test_against_the_server_a_refused_exec_is_retried_until_served(app_server, owner):
     slow = {"code": "import time; time.sleep(2)", "timeout_s": 10}
     holder = threading.Thread(target=lambda: owner.post("/api/v1/exec", slow))
     holder.start()
     assert get_limiter().wait_for_active(ApiToken.objects.get(owner=owner.user).pk, 1, 30)
-    result = Client(live_server.url, owner.token).exec("print(6*7)")
+    result = Client(app_server, owner.token).exec("print(6*7)")
     holder.join(30)
     assert result.stdout == "42\n"

@@ -21,7 +21,7 @@ BUGGY = "Let me compute it.\n```python\nnumbers = list(range(1, 101))\nprint(tot
 FIXED = "Typo, fixing it.\n```python\ntotal = sum(numbers)\nprint(total)\n```"
 
 
-def test_the_model_sees_its_traceback_fixes_the_code_and_answers(live_server, owner):
+def test_the_model_sees_its_traceback_fixes_the_code_and_answers(app_server, owner):
     with FakeLLMServer() as llm:
         llm.script(content(BUGGY), content(FIXED), content("The sum is 5050."))
         model = openai_llm(OpenAI(base_url=llm.base_url, api_key="test"), "fake-model")
@@ -29,7 +29,7 @@ def test_the_model_sees_its_traceback_fixes_the_code_and_answers(live_server, ow
             "Add the numbers 1 to 100.",
             model,
             max_turns=5,
-            client=Client(live_server.url, owner.token),
+            client=Client(app_server, owner.token),
         )
         requests = llm.requests
     assert result.answer == "The sum is 5050."
@@ -40,11 +40,11 @@ def test_the_model_sees_its_traceback_fixes_the_code_and_answers(live_server, ow
     assert requests[2]["messages"][-1]["content"] == "Observation:\n5050\n"
 
 
-def test_the_loop_stops_after_max_turns(live_server, owner):
+def test_the_loop_stops_after_max_turns(app_server, owner):
     with FakeLLMServer() as llm:
         llm.script(content("```python\nprint(1)\n```"), content("```python\nprint(2)\n```"))
         model = openai_llm(OpenAI(base_url=llm.base_url, api_key="test"), "fake-model")
-        result = solve("loop", model, max_turns=2, client=Client(live_server.url, owner.token))
+        result = solve("loop", model, max_turns=2, client=Client(app_server, owner.token))
     assert (result.answer, result.turns) == (None, 2)
 
 

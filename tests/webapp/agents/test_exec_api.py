@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
+from tests.webapp.agents.conftest import asgi_request
 from webapp.executor_glue import reset_executor
 
 pytestmark = pytest.mark.django_db
@@ -137,7 +138,8 @@ def test_an_oversized_body_is_a_413(owner):
 
 
 def test_a_missing_token_is_a_401(owner):
-    response = owner.client.post(EXEC, {"code": "print(1)"}, content_type="application/json")
+    headers = {"Content-Type": "application/json"}
+    response = asgi_request("POST", EXEC, content=b'{"code": "print(1)"}', headers=headers)
     assert response.status_code == 401
     assert response.json() == {"error": "missing, invalid or revoked API token"}
 
@@ -170,3 +172,30 @@ def test_the_docs_are_served_without_a_cdn(client):
     assert len(b"".join(asset.streaming_content)) > 100_000
     schema = client.get("/api/openapi.json").json()
     assert "/api/v1/exec" in schema["paths"] and "/api/v1/sessions" in schema["paths"]
+
+
+def refs_in(node: object) -> list[str]:
+    if isinstance(node, dict):
+        own = [node["$ref"]] if "$ref" in node else []
+        return own + [ref for value in node.values() for ref in refs_in(value)]
+    if isinstance(node, list):
+        return [ref for value in node for ref in refs_in(value)]
+    return []
+
+
+def test_the_schema_describes_exec_though_ninja_does_not_serve_it(client):
+    schema = client.get("/api/openapi.json").json()
+    operation = schema["paths"]["/api/v1/exec"]["post"]
+    body = operation["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"$ref": "#/components/schemas/ExecIn"}
+    assert schema["components"]["schemas"]["ExecIn"]["required"] == ["code"]
+    assert {"200", "401", "413", "429"} <= set(operation["responses"])
+    components = schema["components"]["schemas"]
+    assert all(ref.removeprefix("#/components/schemas/") in components for ref in refs_in(schema))
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
+def test_another_method_than_post_is_a_405_in_the_apis_shape(owner, method):
+    response = asgi_request(method, EXEC, headers={"Authorization": f"Bearer {owner.token}"})
+    assert (response.status_code, response["Allow"]) == (405, "POST")
+    assert response.json() == {"error": f"{method} is not allowed here; use POST"}

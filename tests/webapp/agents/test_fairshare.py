@@ -336,16 +336,7 @@ def host(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 def exec_in_thread(persona, body: dict, replies: list) -> threading.Thread:
-    thread = threading.Thread(
-        target=lambda: replies.append(
-            Client().post(
-                "/api/v1/exec",
-                data=body,
-                content_type="application/json",
-                headers={"Authorization": f"Bearer {persona.token}"},
-            )
-        )
-    )
+    thread = threading.Thread(target=lambda: replies.append(persona.post("/api/v1/exec", body)))
     thread.start()
     return thread
 

@@ -45,8 +45,8 @@ def served_in_full(results: list[tuple[int, str]]) -> bool:
     return results == [(200, f"{i * 3}\n") for i in range(len(results))]
 
 
-def test_sixteen_concurrent_execs_with_one_token_are_all_served(live_server, owner):
-    assert served_in_full(burst(live_server.url, owner.token, 16, "print(i*3)"))
+def test_sixteen_concurrent_execs_with_one_token_are_all_served(app_server, owner):
+    assert served_in_full(burst(app_server, owner.token, 16, "print(i*3)"))
 
 
 @pytest.mark.usefixtures("sessions")
@@ -66,18 +66,18 @@ SLOW = "import time; time.sleep(0.3); print(i*3)"
 
 
 @override_settings(AGENTS_MAX_CONCURRENT_PER_TOKEN=4, AGENTS_MAX_WAITING_PER_TOKEN=12)
-def test_a_burst_over_the_concurrency_cap_waits_for_slots_and_is_all_served(live_server, owner):
-    assert served_in_full(burst(live_server.url, owner.token, 16, SLOW))
+def test_a_burst_over_the_concurrency_cap_waits_for_slots_and_is_all_served(app_server, owner):
+    assert served_in_full(burst(app_server, owner.token, 16, SLOW))
 
 
 @override_settings(AGENTS_MAX_CONCURRENT_PER_TOKEN=4, AGENTS_MAX_WAITING_PER_TOKEN=12)
-def test_with_redis_a_burst_waits_for_the_shared_slots(live_server, owner, redis_server):
+def test_with_redis_a_burst_waits_for_the_shared_slots(app_server, owner, redis_server):
     shared_url = redis_server.url(8)
     shared = redis.Redis.from_url(shared_url)
     shared.flushdb()
     try:
         with override_settings(REDIS_URL=shared_url):
-            assert served_in_full(burst(live_server.url, owner.token, 16, SLOW))
+            assert served_in_full(burst(app_server, owner.token, 16, SLOW))
     finally:
         shared.flushdb()
         shared.close()
@@ -87,13 +87,13 @@ def test_with_redis_a_burst_waits_for_the_shared_slots(live_server, owner, redis
 @override_settings(
     AGENTS_MAX_CONCURRENT_PER_TOKEN=4, AGENTS_MAX_WAITING_PER_TOKEN=12, AGENTS_SLOT_WAIT_S=0
 )
-def test_sabotage_without_the_wait_the_burst_gets_429s(live_server, owner):
-    statuses = [status for status, _ in burst(live_server.url, owner.token, 16, SLOW)]
+def test_sabotage_without_the_wait_the_burst_gets_429s(app_server, owner):
+    statuses = [status for status, _ in burst(app_server, owner.token, 16, SLOW)]
     assert 429 in statuses
 
 
 @pytest.fixture
-def holding(live_server, owner) -> Iterator[threading.Thread]:
+def holding(app_server, owner) -> Iterator[threading.Thread]:
     """One run of the owner's token in flight for a few seconds (the cap is set to 1)."""
     slow = {"code": "import time; time.sleep(3)", "timeout_s": 10}
     worker = threading.Thread(target=lambda: owner.post("/api/v1/exec", slow))

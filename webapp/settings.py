@@ -279,6 +279,9 @@ AGENTS_MAX_WAITING_PER_USER = env_int("AGENTS_MAX_WAITING_PER_USER", 16, minimum
 # request). A revocation is seen at once by the process that made it, by the others within this.
 AGENTS_TOKEN_RECHECK_S = env_float("AGENTS_TOKEN_RECHECK_S", 1.0, minimum=0)
 AGENTS_MAX_BODY_BYTES = env_int("AGENTS_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
+# Django refuses to read a body declared past this (default 2.5 MiB) before any cap of ours is
+# asked: an exec with its full files and stdin (3 MiB) would be a 413.
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(2_621_440, AGENTS_MAX_BODY_BYTES)
 AGENTS_MAX_CODE_BYTES = env_int("AGENTS_MAX_CODE_BYTES", 256 * 1024, minimum=1024)
 AGENTS_MAX_FILES_BYTES = env_int("AGENTS_MAX_FILES_BYTES", 2 * 1024 * 1024, minimum=0)
 AGENTS_MAX_FILES = env_int("AGENTS_MAX_FILES", 64, minimum=0)

@@ -131,6 +131,17 @@ def test_oversized_code_or_files_is_a_413(owner, body):
     assert "larger than" in response.json()["error"]
 
 
+def test_a_body_with_files_and_stdin_at_their_caps_runs(owner):
+    """2 MiB of files and 1 MiB of stdin: past Django's own 2.5 MiB, within the API's 4 MiB."""
+    body = {
+        "code": "import sys; print(len(open('f').read()), len(sys.stdin.read()))",
+        "files": {"f": "x" * (2 * 1024 * 1024 - 1)},
+        "stdin": "y" * (1024 * 1024 - 1),
+    }
+    response = owner.post(EXEC, body)
+    assert (response.status_code, response.text) == (200, "2097151 1048575\n")
+
+
 @override_settings(AGENTS_MAX_BODY_BYTES=100)
 def test_an_oversized_body_is_a_413(owner):
     response = owner.post(EXEC, {"code": "#" * 200})

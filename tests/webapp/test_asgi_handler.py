@@ -8,7 +8,7 @@ import contextlib
 import gc
 from collections.abc import Iterator, Mapping
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from django.core.handlers.asgi import ASGIHandler
@@ -131,23 +131,37 @@ class EndlessView(AcyclicASGIHandler):
             raise
 
 
-async def view_cancelled_by_a_disconnect() -> bool:
-    handler = EndlessView()
+class Endless(Protocol):
+    started: asyncio.Event
+    cancelled: bool
+
+
+async def cancelled_by_a_disconnect(app: Any, view: Endless) -> tuple[bool, int]:
+    """A request to `app`, whose `view` waits until cancelled, and its client disconnecting once
+    the view started: whether that cancelled the view, and how many messages were sent."""
     messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     messages.put_nowait({"type": "http.request", "body": b"", "more_body": False})
+    sent: list[Mapping[str, Any]] = []
 
-    async def nothing_sent(message: Mapping[str, Any]) -> None:
-        raise AssertionError(f"a request with no response sent {message}")
+    async def send(message: Mapping[str, Any]) -> None:
+        sent.append(message)
 
-    handling = asyncio.create_task(handler(http_scope("GET", "/", []), messages.get, nothing_sent))
-    await asyncio.wait_for(handler.started.wait(), 10)
+    handling = asyncio.create_task(app(http_scope("POST", "/", []), messages.get, send))
+    await asyncio.wait_for(view.started.wait(), 10)
     messages.put_nowait({"type": "http.disconnect"})
     await asyncio.wait([handling], timeout=2)
-    cancelled_by_the_disconnect = handler.cancelled
+    cancelled_by_the_disconnect = view.cancelled
     handling.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await handling
-    return cancelled_by_the_disconnect
+    return cancelled_by_the_disconnect, len(sent)
+
+
+async def view_cancelled_by_a_disconnect() -> bool:
+    handler = EndlessView()
+    cancelled, sent = await cancelled_by_a_disconnect(handler, handler)
+    assert sent == 0, "a request with no response sent something"
+    return cancelled
 
 
 async def test_a_client_that_disconnects_mid_request_still_cancels_the_view() -> None:

@@ -453,21 +453,24 @@ def test_a_pipelined_request_after_a_large_one_is_not_counted_against_the_next_h
     assert (transport.closed, transport.written) == (False, b"")
 
 
-def answered_before_its_body(protocol: serve.LimitedHttpProtocol) -> None:
-    """What uvicorn does when the app answers before reading the whole body (a 413 for a body
-    declared too large)."""
-    protocol.cycle.response_complete = True
-    protocol.on_response_complete()
-
-
-def test_the_rest_of_a_body_answered_early_is_no_head_and_the_connection_serves_on():
+def body_sent_after_its_answer() -> FakeTransport:
+    """A large POST answered after its head and first bytes, as uvicorn does when the app
+    answers before reading the whole body (a 413 for a body declared too large); then the rest
+    of its body sent, 64 KiB at a time. The connection."""
     head, body = big_post(4 * serve.MAX_HEAD_BYTES)
     _, (transport,) = connections(1)
     protocol = transport.get_protocol()
     protocol.data_received(head + body[:1000])
-    answered_before_its_body(protocol)
+    protocol.cycle.response_complete = True
+    protocol.on_response_complete()
     for start in range(1000, len(body), 64 * 1024):
         protocol.data_received(body[start : start + 64 * 1024])
+    return transport
+
+
+def test_the_rest_of_a_body_answered_early_is_no_head_and_the_connection_serves_on():
+    transport = body_sent_after_its_answer()
+    protocol = transport.get_protocol()
     protocol.data_received(b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
     assert (transport.closed, transport.written) == (False, b"")
     assert protocol.cycle.scope["path"] == "/healthz"  # the next request was read
@@ -480,13 +483,7 @@ def test_sabotage_awaiting_the_next_head_at_once_answers_the_rest_of_the_body_43
         self._next_head_await()
 
     monkeypatch.setattr(serve.LimitedHttpProtocol, "on_response_complete", at_once)
-    head, body = big_post(4 * serve.MAX_HEAD_BYTES)
-    _, (transport,) = connections(1)
-    protocol = transport.get_protocol()
-    protocol.data_received(head + body[:1000])
-    answered_before_its_body(protocol)
-    for start in range(1000, len(body), 64 * 1024):
-        protocol.data_received(body[start : start + 64 * 1024])
+    transport = body_sent_after_its_answer()
     assert transport.written.startswith(b"HTTP/1.1 431 ")
 
 

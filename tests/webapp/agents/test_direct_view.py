@@ -5,7 +5,6 @@ middleware around it all."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.test import override_settings
 
-from tests.webapp.test_asgi_handler import http_scope
+from tests.webapp.test_asgi_handler import cancelled_by_a_disconnect, http_scope
 from webapp.agents import direct_view, exec_api
 from webapp.agents.asgi import ApiSecurityMiddleware
 from webapp.agents.direct_view import DirectView
@@ -116,31 +115,16 @@ async def test_an_unexpected_error_is_a_500_in_the_apis_shape(caplog) -> None:
     assert "agent api error" in caplog.text
 
 
-async def disconnected_mid_view() -> tuple[bool, int | None]:
+async def disconnected_mid_view() -> tuple[bool, int]:
     """The client disconnects while the view runs: whether that cancelled the view, and how
-    many messages were sent (None: none)."""
+    many messages were sent."""
     view = Recorder(endless=True)
-    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    queue.put_nowait(body_message(b""))
     endpoint = DirectView(view, middleware=ApiSecurityMiddleware, max_body_bytes=lambda: CAP)
-    sent: list[Mapping[str, Any]] = []
-
-    async def send(message: Mapping[str, Any]) -> None:
-        sent.append(message)
-
-    serving = asyncio.ensure_future(endpoint(http_scope("POST", "/x", []), queue.get, send))
-    await asyncio.wait_for(view.started.wait(), 10)
-    queue.put_nowait({"type": "http.disconnect"})
-    await asyncio.wait([serving], timeout=2)
-    cancelled_by_the_disconnect = view.cancelled
-    serving.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await serving
-    return cancelled_by_the_disconnect, len(sent) or None
+    return await cancelled_by_a_disconnect(endpoint, view)
 
 
 async def test_a_client_that_disconnects_cancels_the_view_and_is_sent_nothing() -> None:
-    assert await disconnected_mid_view() == (True, None)
+    assert await disconnected_mid_view() == (True, 0)
 
 
 @pytest.mark.sabotage
@@ -149,7 +133,7 @@ async def test_sabotage_a_deaf_watcher_leaves_the_view_running(monkeypatch) -> N
         await receive()
 
     monkeypatch.setattr(direct_view, "disconnect_watch", deaf)
-    assert await disconnected_mid_view() == (False, None)
+    assert await disconnected_mid_view() == (False, 0)
 
 
 def exec_gone_while_waiting(owner: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:

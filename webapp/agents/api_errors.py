@@ -25,6 +25,13 @@ def error_response(status: int, message: str, *, retry_after_s: int | None = Non
     return response
 
 
+def method_not_allowed(method: str, *, allowed: str) -> JsonResponse:
+    """405 for `method` on a path that takes only the comma-separated `allowed` ones."""
+    response = error_response(405, f"{method} is not allowed here; use {allowed}")
+    response["Allow"] = allowed
+    return response
+
+
 def refusal_response(exc: ApiError | QuotaExceeded) -> JsonResponse:
     """The answer to a request refused on purpose: ApiError's status, or 429 for a quota."""
     if isinstance(exc, QuotaExceeded):

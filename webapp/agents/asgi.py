@@ -21,6 +21,7 @@ from django.core.handlers.exception import convert_exception_to_response
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
 from webapp.agents import conf
+from webapp.agents.api_errors import error_response, method_not_allowed
 from webapp.agents.direct_view import DirectView
 from webapp.agents.exec_api import exec_view
 from webapp.agents.refused_early import refused_early
@@ -57,6 +58,31 @@ class ApiSecurityMiddleware:
         return response
 
 
+class ApiErrorShapeMiddleware:
+    """The answers Django and ninja give on their own, in the API's error shape: 404 for a path
+    the API does not have (Django's HTML page otherwise), 405 for a method a path does not take
+    (ninja's HTML `HttpResponseNotAllowed` otherwise), `Allow` kept."""
+
+    sync_capable = False
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        markcoroutinefunction(self)
+
+    async def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        response = await self.get_response(request)
+        if response.status_code not in (404, 405) or is_json(response):
+            return response
+        if response.status_code == 404:
+            return error_response(404, "not found")
+        return method_not_allowed(request.method or "", allowed=response["Allow"])
+
+
+def is_json(response: HttpResponseBase) -> bool:
+    return response.get("Content-Type", "").startswith("application/json")
+
+
 class ApiASGIHandler(AcyclicASGIHandler):
     """Serves API_PREFIX; URL resolution, views and error handling are Django's as usual."""
 
@@ -79,7 +105,9 @@ class ApiASGIHandler(AcyclicASGIHandler):
         self._template_response_middleware: list[Any] = []
         self._exception_middleware: list[Any] = []
         view = convert_exception_to_response(self._get_response_async)  # type: ignore[attr-defined]
-        self._middleware_chain = convert_exception_to_response(ApiSecurityMiddleware(view))
+        self._middleware_chain = convert_exception_to_response(
+            ApiSecurityMiddleware(ApiErrorShapeMiddleware(view))
+        )
 
 
 def api_application() -> Callable[..., Awaitable[None]]:

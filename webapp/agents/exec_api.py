@@ -17,7 +17,12 @@ from pydantic import BaseModel, ValidationError
 
 from executor import RunResult
 from webapp.agents import conf
-from webapp.agents.api_errors import UNAUTHENTICATED, error_response, refusal_response
+from webapp.agents.api_errors import (
+    UNAUTHENTICATED,
+    error_response,
+    method_not_allowed,
+    refusal_response,
+)
 from webapp.agents.auth import authenticated
 from webapp.agents.exec_services import exec_build_spec, exec_run, result_json
 from webapp.agents.fairshare import host_capacity, refused_recently
@@ -164,9 +169,7 @@ async def exec_view(request: HttpRequest) -> HttpResponse:
     the body parsed by the API's parser and validated by ExecIn, the API's error shape.
     """
     if request.method != "POST":
-        response = error_response(405, f"{request.method} is not allowed here; use POST")
-        response["Allow"] = "POST"
-        return response
+        return method_not_allowed(request.method or "", allowed="POST")
     # Where ninja puts the token, for quota_key and user_key.
     request.auth = await authenticated(request)  # type: ignore[attr-defined]
     if request.auth is None:  # type: ignore[attr-defined]

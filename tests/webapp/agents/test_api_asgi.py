@@ -13,6 +13,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from webapp.agents.asgi import ApiErrorShapeMiddleware
 from webapp.agents.tokens import token_create, token_revoke
 from webapp.asgi import application
 
@@ -95,3 +96,36 @@ async def test_the_rest_of_the_site_keeps_the_full_stack() -> None:
     assert docs.status_code == 200
     assert login.status_code == 200
     assert "csrftoken" in login.cookies  # the CSRF middleware ran
+
+
+async def api_answers() -> list[tuple[int, str, str | None, str]]:
+    """A method a session path does not take, and a path the API does not have."""
+    _, token = await _persona("agent")
+    headers = {"Authorization": f"Bearer {token}"}
+    async with _client(headers=headers) as client:
+        answers = [
+            await client.get("/api/v1/sessions/abc/exec"),
+            await client.patch("/api/v1/sessions"),
+            await client.get("/api/v1/nothing-here"),
+        ]
+    return [
+        (r.status_code, r.headers["Content-Type"], r.headers.get("Allow"), r.text) for r in answers
+    ]
+
+
+async def test_djangos_own_404_and_ninjas_405_come_in_the_apis_error_shape() -> None:
+    json = "application/json"
+    assert await api_answers() == [
+        (405, json, "POST", '{"error": "GET is not allowed here; use POST"}'),
+        (405, json, "POST", '{"error": "PATCH is not allowed here; use POST"}'),
+        (404, json, None, '{"error": "not found"}'),
+    ]
+
+
+@pytest.mark.sabotage
+async def test_sabotage_without_the_shape_they_are_html_pages(monkeypatch) -> None:
+    async def unshaped(self: Any, request: Any) -> Any:
+        return await self.get_response(request)
+
+    monkeypatch.setattr(ApiErrorShapeMiddleware, "__call__", unshaped)
+    assert all(kind.startswith("text/html") for _, kind, _, _ in await api_answers())

@@ -13,8 +13,9 @@ served in turn rather than bounced; past either bound it gets QuotaExceeded (429
 
 `webapp.agents.quota.get_limiter()` picks the limiter at call time:
 
-- Embedded default (no `REDIS_URL`): `local_limiter`, counters in this process (limits'
-  MemoryStorage). One process serves everything, so the figures hold exactly.
+- Embedded default (no `REDIS_URL`): `local_limiter`, counters in this process (limits' moving
+  window on webapp.agents.window_storage). One process serves everything, so the figures hold
+  exactly.
 - `REDIS_URL` set (production, docker-compose): `webapp.agents.ratelimit_redis.RedisRateLimiter`,
   counters in Redis, so N web processes share one rate and one concurrency cap per token.
   If Redis is down or errors, that limiter logs a warning and uses `local_limiter` for the call:
@@ -32,8 +33,9 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
 from limits import RateLimitItemPerSecond
-from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
+
+from webapp.agents.window_storage import WindowStorage
 
 
 class QuotaExceeded(Exception):
@@ -68,7 +70,7 @@ class RateLimiter:
     """The in-process limiter: exact for one process, per-process otherwise."""
 
     def __init__(self) -> None:
-        self._rate = MovingWindowRateLimiter(MemoryStorage())
+        self._rate = MovingWindowRateLimiter(WindowStorage())
         self._lock = threading.Condition()
         self._active: dict[object, int] = {}
         self._waiting: dict[object, int] = {}

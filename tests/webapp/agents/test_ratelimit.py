@@ -9,10 +9,12 @@ from collections.abc import Iterator
 import pytest
 import redis
 from django.test import override_settings
+from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
 from tests.fakes.clock import ManualClock
 from tests.servers import RedisServer
+from webapp.agents import window_storage
 from webapp.agents.models import ApiToken
 from webapp.agents.quota import get_limiter
 from webapp.agents.ratelimit import QuotaExceeded, RateLimiter
@@ -143,3 +145,67 @@ def test_with_redis_a_token_gets_429_once_the_window_all_processes_share_is_full
     assert 110 <= int(denied["Retry-After"]) <= 120
     assert list(shared_quota.scan_iter(match=f"undoable:quota:rate:*/{key}/*"))
     assert stranger.post("/api/v1/exec", body).status_code == 200
+
+
+def threads_started_by_paced_hits(limiter: RateLimiter, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Threads started while a token sends three requests 30 ms apart (real time)."""
+    started: list[threading.Thread] = []
+    start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda t: (started.append(t), start(t))[1])
+    for _ in range(3):
+        time.sleep(0.03)
+        limiter.take("paced", per_minute=600, burst=10)
+    return len(started)
+
+
+def test_paced_requests_start_no_thread(monkeypatch):
+    assert threads_started_by_paced_hits(RateLimiter(), monkeypatch) == 0
+
+
+@pytest.mark.sabotage
+def test_sabotage_with_limits_memory_storage_each_paced_request_starts_a_timer(monkeypatch):
+    limiter = RateLimiter()
+    limiter._rate = MovingWindowRateLimiter(MemoryStorage())
+    assert threads_started_by_paced_hits(limiter, monkeypatch) >= 2
+
+
+SWEEP_EVERY = window_storage.SWEEP_EVERY
+
+
+def keys_kept_after_many_tokens_went_quiet(clock: ManualClock) -> int:
+    limiter = RateLimiter()
+    for n in range(5000):
+        limiter.take(f"token-{n}", per_minute=60, burst=5)  # a 5 s window
+    clock.now += 60
+    for _ in range(SWEEP_EVERY):
+        limiter.take("busy", per_minute=6000, burst=5000)
+    return limiter._rate.storage.keys()  # type: ignore[attr-defined]
+
+
+def test_the_windows_of_tokens_gone_quiet_are_dropped(clock):
+    assert keys_kept_after_many_tokens_went_quiet(clock) == 1
+
+
+@pytest.mark.sabotage
+def test_sabotage_never_sweeping_keeps_every_token_ever_seen(clock, monkeypatch):
+    monkeypatch.setattr(window_storage, "SWEEP_EVERY", 10**9)
+    assert keys_kept_after_many_tokens_went_quiet(clock) == 5001
+
+
+def test_the_window_decides_as_limits_memory_storage_does(clock):
+    """The same 2,000 requests from 3 tokens, at random moments: the same answers and the same
+    Retry-After from both storages."""
+    import random
+
+    from limits import RateLimitItemPerSecond
+
+    ours, theirs = (
+        MovingWindowRateLimiter(s) for s in (window_storage.WindowStorage(), MemoryStorage())
+    )
+    item = RateLimitItemPerSecond(5, 10)
+    draw = random.Random(18)
+    for _ in range(2000):
+        clock.now += draw.choice([0.0, 0.1, 0.5, 1.0, 3.0])
+        key = draw.choice(["a", "b", "c"])
+        assert ours.hit(item, key) == theirs.hit(item, key)
+        assert ours.get_window_stats(item, key) == theirs.get_window_stats(item, key)

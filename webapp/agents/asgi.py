@@ -32,8 +32,8 @@ EXEC_PATH = "/api/v1/exec"
 security_logger = logging.getLogger("django.security.DisallowedHost")
 
 
-class ApiSecurityMiddleware:
-    """Host validation and the headers SecurityMiddleware and XFrameOptionsMiddleware set."""
+class AsyncMiddleware:
+    """A natively async Django middleware: no thread hop around it."""
 
     sync_capable = False
     async_capable = True
@@ -41,6 +41,13 @@ class ApiSecurityMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         self.get_response = get_response
         markcoroutinefunction(self)
+
+    async def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        raise NotImplementedError
+
+
+class ApiSecurityMiddleware(AsyncMiddleware):
+    """Host validation and the headers SecurityMiddleware and XFrameOptionsMiddleware set."""
 
     async def __call__(self, request: HttpRequest) -> HttpResponseBase:
         try:
@@ -58,17 +65,10 @@ class ApiSecurityMiddleware:
         return response
 
 
-class ApiErrorShapeMiddleware:
+class ApiErrorShapeMiddleware(AsyncMiddleware):
     """The answers Django and ninja give on their own, in the API's error shape: 404 for a path
     the API does not have (Django's HTML page otherwise), 405 for a method a path does not take
     (ninja's HTML `HttpResponseNotAllowed` otherwise), `Allow` kept."""
-
-    sync_capable = False
-    async_capable = True
-
-    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
-        self.get_response = get_response
-        markcoroutinefunction(self)
 
     async def __call__(self, request: HttpRequest) -> HttpResponseBase:
         response = await self.get_response(request)

@@ -1,10 +1,11 @@
 """An async Django view served straight from ASGI, without Django's handler or ninja: the route
 POST /api/v1/exec takes, the API's hottest (webapp.agents.asgi).
 
-Through Django's handler and ninja, a `print(1+1)` request cost the server ~2.1 ms of CPU; served
-here, ~1.6 ms (docs/benchmarks.md, "exec without Django's handler"). The request and response
-are still Django's own objects (an ASGIRequest, an HttpResponse), so the view reads headers,
-body and host as any Django view does. What the handler did for this view is kept:
+Django's handler and ninja cost a `print(1+1)` exec more of the server's CPU than the HTTP
+server and this view together (docs/benchmarks.md, "exec without Django's handler"). The
+request and response are still Django's own objects (an ASGIRequest, an HttpResponse), so the
+view reads headers, body and host as any Django view does. What the handler did for this view
+is kept:
 
 - the body is read in full before the view runs, here capped: a body past `max_body_bytes`
   (declared or sent) is answered 413 without reading the rest;

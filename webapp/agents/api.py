@@ -18,6 +18,8 @@ from pydantic.json_schema import models_json_schema
 
 from webapp.agents.api_errors import (
     BODY_TOO_LARGE,
+    INTERNAL_ERROR,
+    NOT_FOUND,
     UNAUTHENTICATED,
     error_response,
     refusal_response,
@@ -89,7 +91,7 @@ def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
 
 @api.exception_handler(Http404)
 def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
-    return error_response(404, "not found")
+    return error_response(404, NOT_FOUND)
 
 
 @api.exception_handler(HttpError)
@@ -102,4 +104,4 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 @api.exception_handler(Exception)
 def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     logger.exception("agent api error", extra={"path": request.path})
-    return error_response(500, "internal error")
+    return error_response(500, INTERNAL_ERROR)

@@ -14,6 +14,8 @@ from webapp.agents.schemas import ApiError
 
 UNAUTHENTICATED = "missing, invalid or revoked API token"
 BODY_TOO_LARGE = "request body is too large"
+NOT_FOUND = "not found"
+INTERNAL_ERROR = "internal error"
 
 
 def error_response(status: int, message: str, *, retry_after_s: int | None = None) -> JsonResponse:

@@ -21,7 +21,7 @@ from django.core.handlers.exception import convert_exception_to_response
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
 from webapp.agents import conf
-from webapp.agents.api_errors import error_response, method_not_allowed
+from webapp.agents.api_errors import NOT_FOUND, error_response, method_not_allowed
 from webapp.agents.direct_view import DirectView
 from webapp.agents.exec_api import exec_view
 from webapp.agents.refused_early import refused_early
@@ -75,7 +75,7 @@ class ApiErrorShapeMiddleware(AsyncMiddleware):
         if response.status_code not in (404, 405) or is_json(response):
             return response
         if response.status_code == 404:
-            return error_response(404, "not found")
+            return error_response(404, NOT_FOUND)
         return method_not_allowed(request.method or "", allowed=response["Allow"])
 
 

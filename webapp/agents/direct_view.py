@@ -29,7 +29,7 @@ from typing import Any
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
-from webapp.agents.api_errors import BODY_TOO_LARGE, error_response
+from webapp.agents.api_errors import BODY_TOO_LARGE, INTERNAL_ERROR, error_response
 
 logger = logging.getLogger("webapp.agents.api")
 
@@ -75,7 +75,7 @@ class DirectView:
             raise
         except Exception:
             logger.exception("agent api error", extra={"path": request.path})
-            return error_response(500, "internal error")
+            return error_response(500, INTERNAL_ERROR)
 
 
 async def answered_unless_gone(

@@ -55,6 +55,8 @@ def _write_files(files):
 def _unshadow_preloaded(files):
     """A job's own `json.py` or `string/` is what `import json` finds, as in a fresh interpreter
     (the workspace comes first on sys.path), not the module the template preloaded."""
+    if not files:
+        return
     tops = {name.split("/", 1)[0] for name in files}
     tops = {top[:-3] if top.endswith(".py") else top for top in tops}
     for module in PRELOADED:
@@ -78,7 +80,8 @@ def _prepare():
     """What every job needs, done while the sandbox waits for one. A forked process pays a
     page copy for each page it first writes to; here those copies happen before the job, not
     while someone waits for its result (docs/zygote.md has the figures)."""
-    os.environ.clear()
+    if os.environ:  # a zygote's template has emptied it already
+        os.environ.clear()
     os.umask(0o022)
     os.chdir(WORKDIR)
     # Unbuffered like `python3 -u`, so output streams while the program runs.

@@ -395,6 +395,9 @@ def start(payload, control_fd):
     hand over the host's payload)."""
     if "template_bpf" in payload:
         _confine_in_container(payload["template_bpf"], payload["template_covers"])
+    # A run's environment is its job's alone (driver._prepare). Emptied here once, or every
+    # run's program would copy the pages that emptying it touches (docs/zygote.md).
+    os.environ.clear()
     driver = type(sys)("undoable_driver")
     exec(compile(payload["driver"], "driver.py", "exec"), driver.__dict__)  # noqa: S102
     loaded = set(sys.modules)

@@ -21,6 +21,7 @@ from executor import Limits, RunResult, RunSpec
 from executor.backends.bwrap import zygote
 from executor.backends.bwrap.backend import BwrapBackend
 from executor.errors import SandboxFailed
+from executor.policy.bwrap_args import program_env
 from executor.policy.mounts import Mount
 from tests.executor.cross_run import check_concurrent_runs_share_no_terminal
 from tests.executor.host_processes import processes_of
@@ -243,6 +244,19 @@ def test_a_run_cannot_reach_the_template(backend):
     check_a_run_cannot_reach_the_template(backend)
 
 
+def check_a_runs_environment_is_its_jobs_alone(backend: BwrapBackend) -> None:
+    env = {"TOKEN": "t0k"}
+    before = backend.zygote_runs
+    code = "import os; print(sorted(os.environ.items()))"
+    result = backend.run(RunSpec(code=code, env=env), limits=LIMITS)
+    assert backend.zygote_runs == before + 1
+    assert result.stdout == f"{sorted(program_env(env).items())}\n", result.stderr
+
+
+def test_a_runs_environment_is_its_jobs_alone(backend):
+    check_a_runs_environment_is_its_jobs_alone(backend)
+
+
 def test_a_memory_hog_hits_its_own_cgroup_and_is_named(backend):
     check_the_memory_limit_is_the_runs_own(backend)
 
@@ -414,6 +428,16 @@ def test_sabotage_a_run_that_may_make_user_namespaces_is_caught(monkeypatch):
 def test_sabotage_a_template_that_preloads_random_is_caught(monkeypatch):
     _sabotaged_child(monkeypatch, '    "typing",\n)', '    "typing",\n    "random",\n)')
     assert_caught(check_preloaded_modules_hold_no_random_state)
+
+
+def test_sabotage_a_template_environment_left_to_the_runs_is_caught(monkeypatch):
+    # The template empties its environment once, so the driver finds nothing to empty.
+    _sabotaged_child(monkeypatch, "    os.environ.clear()\n", "")
+    source = zygote.driver_source()
+    emptied = "        os.environ.clear()\n"
+    assert emptied in source
+    monkeypatch.setattr(zygote, "driver_source", lambda: source.replace(emptied, "        pass\n"))
+    assert_caught(check_a_runs_environment_is_its_jobs_alone)
 
 
 def test_sabotage_preloaded_modules_that_shadow_the_jobs_are_caught(monkeypatch):

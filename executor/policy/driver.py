@@ -27,6 +27,9 @@ WORKDIR = "/workspace"
 # none in a sandbox of its own.
 PRELOADED: frozenset[str] = frozenset()
 OUTPUT = "/workspace/output"  # executor/images.py: the host decides what of it is shown
+# The program's output streams, made once by a zygote's template (zygote_child.start): made in
+# each program's process, they cost it ~50 page copies. None in a sandbox of its own.
+STREAMS = None
 
 
 def _read_exact(fd, size):
@@ -84,17 +87,24 @@ def _prepare():
         os.environ.clear()
     os.umask(0o022)
     os.chdir(WORKDIR)
-    # Unbuffered like `python3 -u`, so output streams while the program runs.
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
-    sys.stderr = io.TextIOWrapper(
-        io.FileIO(2, "w", closefd=False), write_through=True, errors="backslashreplace"
-    )
+    sys.stdout, sys.stderr = STREAMS or output_streams()
     main = type(sys)("__main__")
     main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
     sys.argv = ["-c"]
     sys.path.insert(0, WORKDIR)
     return main
+
+
+def output_streams():
+    """The program's stdout and stderr, on fds 1 and 2, unbuffered like `python3 -u` so output
+    streams while the program runs. A stream decides once whether its file is seekable: fds 1
+    and 2 must be pipes, as the program's are, when they are made."""
+    stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+    stderr = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), write_through=True, errors="backslashreplace"
+    )
+    return stdout, stderr
 
 
 def _run_python(job, main):

@@ -390,6 +390,22 @@ def _confine_in_container(template_bpf, covered):
     _seccomp(prepared["fprog"])
 
 
+def _streams_on_a_pipe(make):
+    """`make()` run while fds 1 and 2 are a pipe, as a run's program has them; ours are put
+    back after. Nothing is ever written to the streams here."""
+    read_end, write_end = os.pipe()
+    saved = (os.dup(1), os.dup(2))
+    try:
+        os.dup2(write_end, 1)
+        os.dup2(write_end, 2)
+        return make()
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, read_end, write_end):
+            os.close(fd)
+
+
 def start(payload, control_fd):
     """Entry point (the bootstraps in backends/bwrap/zygote.py and backends/docker/template.py
     hand over the host's payload)."""
@@ -405,4 +421,5 @@ def start(payload, control_fd):
         __import__(name)
     # The driver gives a job's own module of the same name precedence over these.
     driver.__dict__["PRELOADED"] = frozenset(sys.modules.keys() - loaded)
+    driver.__dict__["STREAMS"] = _streams_on_a_pipe(driver.output_streams)
     serve(driver, control_fd, payload["bpf"], payload["caps"])

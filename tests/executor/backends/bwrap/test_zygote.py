@@ -430,6 +430,31 @@ def test_sabotage_a_template_that_preloads_random_is_caught(monkeypatch):
     assert_caught(check_preloaded_modules_hold_no_random_state)
 
 
+def check_the_programs_output_streams_are_a_fresh_interpreters(backend: BwrapBackend) -> None:
+    # What `python3 -u` gives a program whose stdout and stderr are pipes (the template makes
+    # them once: a stream decides at birth whether its file is seekable).
+    code = (
+        "import sys\n"
+        "for s in (sys.stdout, sys.stderr):\n"
+        "    print(s.fileno(), s.seekable(), s.write_through, s.encoding, s.errors)\n"
+        "print('to stderr', file=sys.stderr)\n"
+    )
+    result = run(backend, code)
+    assert result.stdout == "1 False True UTF-8 strict\n2 False True UTF-8 backslashreplace\n"
+    assert result.stderr == "to stderr\n"
+
+
+def test_the_programs_output_streams_are_a_fresh_interpreters(backend):
+    check_the_programs_output_streams_are_a_fresh_interpreters(backend)
+
+
+def test_sabotage_output_streams_made_on_the_templates_own_fds_are_caught(monkeypatch):
+    _sabotaged_child(
+        monkeypatch, "_streams_on_a_pipe(driver.output_streams)", "driver.output_streams()"
+    )
+    assert_caught(check_the_programs_output_streams_are_a_fresh_interpreters)
+
+
 def test_sabotage_a_template_environment_left_to_the_runs_is_caught(monkeypatch):
     # The template empties its environment once, so the driver finds nothing to empty.
     _sabotaged_child(monkeypatch, "    os.environ.clear()\n", "")

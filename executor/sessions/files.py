@@ -81,8 +81,12 @@ def read_file(root: str, path: str, *, max_bytes: int) -> bytes:
             fd = os.open(
                 parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
             )
-        except OSError:
+        except FileNotFoundError:
             raise FileMissing(f"no such file: {path}") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symbolic link
+                raise FileMissing(f"not a regular file: {path} (a symbolic link)") from None
+            raise FileMissing(f"cannot open {path}: {exc.strerror}") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):

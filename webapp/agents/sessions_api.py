@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from urllib.parse import unquote_to_bytes
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -59,6 +60,18 @@ def _session_json(row: AgentSession) -> dict[str, str]:
 async def _load(request: HttpRequest, session_id: str) -> tuple[AgentSession, Session]:
     user = request.auth.owner  # type: ignore[attr-defined]
     return await sync_to_async(get_session_for_user)(user, session_id)
+
+
+def _names_in_utf8(request: HttpRequest) -> None:
+    """Refuse a file name in the URL that is not UTF-8 once unescaped. The server hands the
+    views such a name with U+FFFD for each bad byte, so `%FF.txt` and `%FE.txt` would both be
+    the file `\ufffd.txt`, and uploading one would replace the other."""
+    scope = request.scope  # type: ignore[attr-defined] # served over ASGI only (webapp.serve)
+    for part in (scope.get("raw_path") or b"", scope.get("query_string") or b""):
+        try:
+            unquote_to_bytes(part).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ApiError(400, "file names must be UTF-8 (after %-unescaping)") from None
 
 
 async def _touch(row: AgentSession, session: Session) -> None:
@@ -118,6 +131,7 @@ async def exec_in_session(
 )
 @served_by_holder
 async def list_files(request: HttpRequest, session_id: str, path: str = "") -> HttpResponse:
+    _names_in_utf8(request)
     row, session = await _load(request, session_id)
     try:
         entries = await in_pool(session.list_files, path)
@@ -135,6 +149,7 @@ async def list_files(request: HttpRequest, session_id: str, path: str = "") -> H
 )
 @served_by_holder
 async def put_file(request: HttpRequest, session_id: str, path: str) -> HttpResponse:
+    _names_in_utf8(request)
     row, session = await _load(request, session_id)
     limit = conf.get_int("AGENTS_SESSION_MAX_FILE_BYTES")
     declared = request.headers.get("Content-Length", "")
@@ -159,6 +174,7 @@ async def put_file(request: HttpRequest, session_id: str, path: str) -> HttpResp
 )
 @served_by_holder
 async def get_file(request: HttpRequest, session_id: str, path: str) -> HttpResponse:
+    _names_in_utf8(request)
     row, session = await _load(request, session_id)
     try:
         data = await in_pool(session.read_file, path)
@@ -175,6 +191,7 @@ async def get_file(request: HttpRequest, session_id: str, path: str) -> HttpResp
 )
 @served_by_holder
 async def delete_file(request: HttpRequest, session_id: str, path: str) -> HttpResponse:
+    _names_in_utf8(request)
     row, session = await _load(request, session_id)
     try:
         await in_pool(session.delete_file, path)

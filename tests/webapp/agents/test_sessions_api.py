@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from executor import quota
 from tests.quota_mounts import WRITE_40_MIB, mounted_anywhere
-from webapp.agents import session_services
+from webapp.agents import session_services, sessions_api
 from webapp.agents.models import AgentSession, ApiToken
 from webapp.agents.session_services import session_manager
 
@@ -91,7 +91,11 @@ def test_files_round_trip_byte_for_byte(owner):
 def test_a_symlink_planted_by_the_sandbox_is_not_followed(owner):
     sid = start(owner)
     cell(owner, sid, "import os; os.symlink('/etc/hostname', 'link'); os.symlink('/etc', 'etcdir')")
-    assert owner.get(f"/api/v1/sessions/{sid}/files/link").status_code == 404
+    link = owner.get(f"/api/v1/sessions/{sid}/files/link")
+    assert (link.status_code, link.json()) == (
+        404,
+        {"error": "not a regular file: link (a symbolic link)"},
+    )
     assert owner.get(f"/api/v1/sessions/{sid}/files/etcdir/hostname").status_code == 404
     assert owner.put(f"/api/v1/sessions/{sid}/files/etcdir/x", b"x").status_code == 400
     assert owner.put(f"/api/v1/sessions/{sid}/files/link", b"replaced").status_code == 200
@@ -107,6 +111,36 @@ def test_file_paths_that_climb_out_are_refused(owner, path):
     response = owner.put(f"/api/v1/sessions/{sid}/files/{path}", b"x")
     assert response.status_code in (400, 404)
     assert "error" in response.json()
+
+
+def _upload_two_names_that_are_not_utf8(owner, sid: str) -> list[int]:
+    # The server is handed each with U+FFFD for the bad byte: both would be one file.
+    return [
+        owner.put(f"/api/v1/sessions/{sid}/files/%FF.txt", b"first").status_code,
+        owner.put(f"/api/v1/sessions/{sid}/files/%FE.txt", b"second").status_code,
+    ]
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_and_replaces_nothing(owner):
+    sid = start(owner)
+    assert owner.put(f"/api/v1/sessions/{sid}/files/%C3%A9t%C3%A9.txt", b"kept").status_code == 200
+    assert _upload_two_names_that_are_not_utf8(owner, sid) == [400, 400]
+    refused = owner.get(f"/api/v1/sessions/{sid}/files/%FF.txt")
+    assert refused.status_code == 400
+    assert refused.json() == {"error": "file names must be UTF-8 (after %-unescaping)"}
+    assert owner.delete(f"/api/v1/sessions/{sid}/files/%FF.txt").status_code == 400
+    assert owner.get(f"/api/v1/sessions/{sid}/files", path=b"\xff").status_code == 400
+    listing = owner.get(f"/api/v1/sessions/{sid}/files").json()["entries"]
+    assert [e["name"] for e in listing] == ["\u00e9t\u00e9.txt"]
+
+
+@pytest.mark.sabotage
+def test_sabotage_unchecked_names_let_one_upload_replace_another(owner, monkeypatch):
+    monkeypatch.setattr(sessions_api, "_names_in_utf8", lambda request: None)
+    sid = start(owner)
+    assert _upload_two_names_that_are_not_utf8(owner, sid) == [200, 200]
+    # What the first upload asked to keep is gone.
+    assert owner.get(f"/api/v1/sessions/{sid}/files/%FF.txt").content == b"second"
 
 
 def test_a_strangers_token_gets_404_everywhere(owner, stranger):

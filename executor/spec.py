@@ -12,16 +12,41 @@ LANGUAGES = ("python", "bash")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
+# The kernel's limit on one name in a path (NAME_MAX), in bytes.
+MAX_NAME_BYTES = 255
+
+
 def validate_relative_path(name: str) -> PurePosixPath:
-    """A file name inside the working directory: relative, no '..', no NUL, not empty."""
+    """A file name inside the working directory: relative, no '..', no NUL, not empty, UTF-8.
+
+    Returned normalised (`a//b/` is `a/b`); RunSpec asks for names already written so."""
     if not name or "\x00" in name or name.startswith("/") or "\\" in name:
         raise InvalidSpec(f"invalid file name: {name!r}")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidSpec(f"invalid file name: {name!r} is not UTF-8") from None
     path = PurePosixPath(name)
-    if any(part in ("..", "") for part in path.parts) or path.parts[0] == ".":
+    if not path.parts or ".." in path.parts:
         raise InvalidSpec(f"invalid file name: {name!r}")
     if len(path.parts) > 16 or len(name) > 255:
         raise InvalidSpec(f"file name too long: {name[:40]!r}...")
+    if any(len(part.encode("utf-8")) > MAX_NAME_BYTES for part in path.parts):
+        raise InvalidSpec(f"file name too long: a part of {name[:40]!r} is over 255 bytes")
     return path
+
+
+def _check_file_names(names: list[str]) -> None:
+    """Each name written plainly, and none of them also the folder of another."""
+    for name in names:
+        plain = str(validate_relative_path(name))
+        if plain != name:
+            raise InvalidSpec(f"invalid file name: {name!r}; write it {plain!r}")
+    given = set(names)
+    for name in names:
+        for folder in PurePosixPath(name).parents:
+            if str(folder) in given:
+                raise InvalidSpec(f"{str(folder)!r} is both a file and a folder in the files")
 
 
 @dataclass(frozen=True)
@@ -42,8 +67,7 @@ class RunSpec:
             raise InvalidSpec(f"unknown language {self.language!r}; use one of {LANGUAGES}")
         if "\x00" in self.code:
             raise InvalidSpec("code contains a NUL byte")
-        for name in self.files:
-            validate_relative_path(name)
+        _check_file_names(list(self.files))
         for key, value in self.env.items():
             if not _ENV_NAME.match(key):
                 raise InvalidSpec(f"invalid environment variable name: {key!r}")

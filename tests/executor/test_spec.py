@@ -70,6 +70,33 @@ def test_redundant_path_parts_are_normalized_inside_the_workdir(name: str, insid
     assert str(validate_relative_path(name)) == inside
 
 
+@pytest.mark.parametrize(
+    ("name", "error"),
+    [
+        (".", "invalid file name"),
+        ("\ud800.txt", "not UTF-8"),  # JSON can carry a lone surrogate; no file can be named so
+        ("\u00e9" * 128, "over 255 bytes"),  # 128 characters, 256 bytes: over the kernel's NAME_MAX
+        ("./a", "write it 'a'"),
+        ("a//b", "write it 'a/b'"),
+        ("dir/", "write it 'dir'"),
+    ],
+)
+def test_a_runs_file_name_must_be_one_the_sandbox_can_write_as_given(name: str, error: str) -> None:
+    with pytest.raises(InvalidSpec, match=error):
+        RunSpec(code="x", files={name: b"data"})
+
+
+@pytest.mark.parametrize("files", [{"a": b"", "a/b": b""}, {"a/b/c": b"", "a": b""}])
+def test_a_name_cannot_be_a_file_and_another_files_folder(files: dict[str, bytes]) -> None:
+    with pytest.raises(InvalidSpec, match="'a' is both a file and a folder"):
+        RunSpec(code="x", files=files)
+
+
+def test_files_may_share_folders() -> None:
+    files = {"a/b": b"1", "a/c/d": b"2", "\u00e9" * 127: b"3"}
+    assert RunSpec(code="x", files=files).files == files
+
+
 @pytest.mark.parametrize("key", ["1ABC", "WITH-DASH", "WITH SPACE", "", "A=B", "X" * 129])
 def test_it_rejects_an_invalid_environment_variable_name(key: str) -> None:
     with pytest.raises(InvalidSpec, match="environment variable"):

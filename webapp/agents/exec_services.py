@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import executor
-from executor import InvalidSpec, OutputChunk, RunResult, RunSpec, validate_relative_path
+from executor import InvalidSpec, OutputChunk, RunResult, RunSpec
 from webapp.agents import conf
 from webapp.agents.schemas import ApiError, ExecIn, check_timeout
 
@@ -54,8 +54,6 @@ def exec_build_spec(payload: ExecIn) -> tuple[RunSpec, float]:
         raise ApiError(413, "stdin is too large")
     timeout = check_timeout(payload.timeout_s, executor.caps().wall_time_s)
     try:
-        for name in payload.files:
-            validate_relative_path(name)
         spec = RunSpec(
             code=payload.code,
             language=payload.language,

@@ -107,6 +107,12 @@ def test_strace_is_accepted_and_ignored(owner):
         (b'{"code": "1", "files": {"../evil": "x"}}', "invalid file name"),
         (b'{"code": "1", "files": {"/etc/passwd": "x"}}', "invalid file name"),
         (b'{"code": "1", "files": {"a/../../b": "x"}}', "invalid file name"),
+        # Until these were checked here, the first was a 500 and the others reached the
+        # sandbox, which could not write them: a run failing with exit code 126.
+        (b'{"code": "1", "files": {".": "x"}}', "invalid file name"),
+        (b'{"code": "1", "files": {"\\ud800": "x"}}', "not UTF-8"),
+        (b'{"code": "1", "files": {"a": "x", "a/b": "y"}}', "both a file and a folder"),
+        (b'{"code": "1", "files": {"a/": "x"}}', "write it 'a'"),
     ],
 )
 def test_a_malformed_request_is_a_400_and_runs_nothing(owner, raw, message):

@@ -57,13 +57,21 @@ def exec_build_spec(payload: ExecIn) -> tuple[RunSpec, float]:
         spec = RunSpec(
             code=payload.code,
             language=payload.language,
-            files={name: text.encode("utf-8") for name, text in payload.files.items()},
-            stdin=payload.stdin.encode("utf-8"),
+            files={name: _utf8(text, f"files[{name!r}]") for name, text in payload.files.items()},
+            stdin=_utf8(payload.stdin, "stdin"),
             interpreter_mode=payload.interpreter_mode,
         )
-    except (InvalidSpec, UnicodeEncodeError) as exc:
+    except InvalidSpec as exc:
         raise ApiError(400, str(exc)) from None
     return spec, timeout
+
+
+def _utf8(text: str, what: str) -> bytes:
+    # JSON can carry a lone surrogate (\ud800), which no UTF-8 file or pipe can.
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ApiError(400, f"{what} is not UTF-8: a lone surrogate at {exc.start}") from None
 
 
 def exec_run(spec: RunSpec, *, timeout_s: float) -> tuple[RunResult, str]:

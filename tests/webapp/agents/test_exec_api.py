@@ -113,6 +113,8 @@ def test_strace_is_accepted_and_ignored(owner):
         (b'{"code": "1", "files": {"\\ud800": "x"}}', "not UTF-8"),
         (b'{"code": "1", "files": {"a": "x", "a/b": "y"}}', "both a file and a folder"),
         (b'{"code": "1", "files": {"a/": "x"}}', "write it 'a'"),
+        (b'{"code": "1", "files": {"a": "ok\\udc80"}}', "files['a'] is not UTF-8"),
+        (b'{"code": "1", "stdin": "\\ud800"}', "stdin is not UTF-8: a lone surrogate at 0"),
     ],
 )
 def test_a_malformed_request_is_a_400_and_runs_nothing(owner, raw, message):

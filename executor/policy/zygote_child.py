@@ -366,6 +366,22 @@ def _kill(pid):
         return
 
 
+def _streams_on_a_pipe(make):
+    """`make()` run while fds 1 and 2 are a pipe, as a run's program has them; ours are put
+    back after. Nothing is ever written to the streams here."""
+    read_end, write_end = os.pipe()
+    saved = (os.dup(1), os.dup(2))
+    try:
+        os.dup2(write_end, 1)
+        os.dup2(write_end, 2)
+        return make()
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, read_end, write_end):
+            os.close(fd)
+
+
 def _confine_in_container(template_bpf, covered):
     """What bwrap does for a template in a sandbox, for one in a Docker container
     (backends/docker/template.py), before it takes any request.
@@ -388,22 +404,6 @@ def _confine_in_container(template_bpf, covered):
     prepared = _prepared(template_bpf)
     _drop_capabilities(prepared["cap_last"])
     _seccomp(prepared["fprog"])
-
-
-def _streams_on_a_pipe(make):
-    """`make()` run while fds 1 and 2 are a pipe, as a run's program has them; ours are put
-    back after. Nothing is ever written to the streams here."""
-    read_end, write_end = os.pipe()
-    saved = (os.dup(1), os.dup(2))
-    try:
-        os.dup2(write_end, 1)
-        os.dup2(write_end, 2)
-        return make()
-    finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in (*saved, read_end, write_end):
-            os.close(fd)
 
 
 def start(payload, control_fd):

@@ -114,8 +114,9 @@ def _run_python(job, main):
         if job.get("interpreter_mode"):
             import ast
 
-            tree = ast.parse(code, "<string>", "exec")
-            for stmt in tree.body:
+            # compile() itself, not ast.parse(): a syntax error then shows no frame of ours.
+            module: ast.Module = compile(code, "<string>", "exec", ast.PyCF_ONLY_AST)  # type: ignore[assignment]
+            for stmt in module.body:
                 single = ast.Interactive(body=[stmt])
                 exec(compile(single, "<string>", "single"), main.__dict__)  # noqa: S102
         else:

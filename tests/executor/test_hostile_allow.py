@@ -274,6 +274,19 @@ def test_allow_environment_from_the_spec(sandbox: SandboxRunner) -> None:
     assert result.stdout == "hola\n"
 
 
+def test_allow_a_syntax_error_in_interpreter_mode_reads_as_pythons_own(
+    sandbox: SandboxRunner,
+) -> None:
+    # As `python3 -c` prints it: no traceback, none of the driver's frames.
+    expected = (
+        "  File \"<string>\", line 2\n    x = (\n        ^\nSyntaxError: '(' was never closed\n"
+    )
+
+    for interpreter_mode in (False, True):
+        result = sandbox.run("1 + 1\nx = (\n", interpreter_mode=interpreter_mode)
+        assert (result.exit_code, result.stdout, result.stderr) == (1, "", expected)
+
+
 def test_allow_zombies_do_not_hold_up_the_run(sandbox: SandboxRunner) -> None:
     code = (
         "import os\n"

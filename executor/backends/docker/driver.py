@@ -99,7 +99,8 @@ def save_figures():
 ending = None
 try:
     if job["interpreter_mode"]:
-        for node in ast.parse(job["code"], "<string>").body:
+        # compile() itself, not ast.parse(): a syntax error then shows no frame of ours.
+        for node in compile(job["code"], "<string>", "exec", ast.PyCF_ONLY_AST).body:
             exec(compile(ast.Interactive([node]), "<string>", "single"), main.__dict__)
     else:
         exec(compile(job["code"], "<string>", "exec"), main.__dict__)

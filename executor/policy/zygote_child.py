@@ -411,11 +411,14 @@ def start(payload, control_fd):
     hand over the host's payload)."""
     if "template_bpf" in payload:
         _confine_in_container(payload["template_bpf"], payload["template_covers"])
-    # A run's environment is its job's alone (driver._prepare). Emptied here once, or every
-    # run's program would copy the pages that emptying it touches (docs/zygote.md).
+    # Runs inherit the environment the host names, not whatever the template was started with
+    # (a container's own variables); a job with exactly this one keeps it as it is
+    # (driver._set_environment), so no run pays for making it.
     os.environ.clear()
+    os.environ.update(payload["env"])
     driver = type(sys)("undoable_driver")
     exec(compile(payload["driver"], "driver.py", "exec"), driver.__dict__)  # noqa: S102
+    driver.__dict__["PRESET_ENV"] = payload["env"]
     loaded = set(sys.modules)
     for name in PRELOAD:
         __import__(name)

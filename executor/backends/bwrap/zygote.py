@@ -42,6 +42,7 @@ from executor.policy.bwrap_args import (
     bwrap_argv,
     driver_source,
     launch_argv,
+    program_env,
 )
 from executor.policy.seccomp import seccomp_bpf, seccomp_pipe
 
@@ -101,6 +102,7 @@ def payload_body(**extra: object) -> bytes:
             "driver": driver_source(),
             "bpf": seccomp_bpf(),
             "caps": (IMAGE_CAPS.max_count, IMAGE_CAPS.max_image_bytes),
+            "env": program_env({}),
             **extra,
         }
     )

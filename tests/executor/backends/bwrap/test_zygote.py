@@ -257,6 +257,29 @@ def test_a_runs_environment_is_its_jobs_alone(backend):
     check_a_runs_environment_is_its_jobs_alone(backend)
 
 
+def check_a_run_gets_the_base_environment_not_the_templates(backend: BwrapBackend) -> None:
+    # A job without variables of its own has the environment the template set for runs, which
+    # the driver then leaves as it is.
+    result = run(backend, "import os; print(sorted(os.environ.items()))")
+    assert result.stdout == f"{sorted(program_env({}).items())}\n", result.stderr
+
+
+def _template_started_with_a_variable_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = zygote.bwrap_argv
+    monkeypatch.setattr(
+        zygote, "bwrap_argv", lambda **kw: real(**kw, extra_env={"TEMPLATES_OWN": "left"})
+    )
+
+
+def test_a_run_gets_the_base_environment_not_the_templates(monkeypatch):
+    _template_started_with_a_variable_of_its_own(monkeypatch)
+    built = make_backend()
+    try:
+        check_a_run_gets_the_base_environment_not_the_templates(built)
+    finally:
+        built.close()
+
+
 def test_a_memory_hog_hits_its_own_cgroup_and_is_named(backend):
     check_the_memory_limit_is_the_runs_own(backend)
 
@@ -455,13 +478,19 @@ def test_sabotage_output_streams_made_on_the_templates_own_fds_are_caught(monkey
     assert_caught(check_the_programs_output_streams_are_a_fresh_interpreters)
 
 
-def test_sabotage_a_template_environment_left_to_the_runs_is_caught(monkeypatch):
-    # The template empties its environment once, so the driver finds nothing to empty.
-    _sabotaged_child(monkeypatch, "    os.environ.clear()\n", "")
+def test_sabotage_a_template_that_keeps_its_own_environment_is_caught(monkeypatch):
+    _template_started_with_a_variable_of_its_own(monkeypatch)
+    _sabotaged_child(monkeypatch, "    os.environ.clear()\n    os.environ.update(", "    (")
+    assert_caught(check_a_run_gets_the_base_environment_not_the_templates)
+
+
+def test_sabotage_a_driver_that_keeps_the_templates_environment_for_every_job_is_caught(
+    monkeypatch,
+):
     source = zygote.driver_source()
-    emptied = "        os.environ.clear()\n"
-    assert emptied in source
-    monkeypatch.setattr(zygote, "driver_source", lambda: source.replace(emptied, "        pass\n"))
+    skip = "    if env == PRESET_ENV:\n"
+    assert skip in source
+    monkeypatch.setattr(zygote, "driver_source", lambda: source.replace(skip, "    if True:\n"))
     assert_caught(check_a_runs_environment_is_its_jobs_alone)
 
 

@@ -23,6 +23,7 @@ from executor.backends.docker.backend import DockerBackend
 from executor.backends.docker.forked import FORKED_UID
 from executor.errors import BackendUnavailable
 from executor.limits import Limits
+from executor.policy.bwrap_args import program_env
 from executor.spec import RunSpec
 from tests.executor.cross_run import check_no_run_finds_a_file_an_earlier_run_left
 from tests.executor.host_processes import processes_of
@@ -102,6 +103,12 @@ def check_the_template_runs_under_our_filter_too(backend: DockerBackend) -> None
         assert int(filters) >= 2, pid
 
 
+def check_a_run_gets_the_base_environment_not_the_containers(backend: DockerBackend) -> None:
+    # The container starts the template with variables of its own (HOSTNAME, at least).
+    environment = run(backend, "import os; print(sorted(os.environ.items()))")
+    assert environment == f"{sorted(program_env({}).items())}\n"
+
+
 def test_runs_are_forked_in_their_own_namespaces(backend):
     check_runs_are_forked_in_their_own_namespaces(backend)
 
@@ -112,6 +119,10 @@ def test_a_run_sees_no_sysfs_and_no_socket_folder(backend):
 
 def test_the_template_runs_under_our_filter_too(backend):
     check_the_template_runs_under_our_filter_too(backend)
+
+
+def test_a_run_gets_the_base_environment_not_the_containers(backend):
+    check_a_run_gets_the_base_environment_not_the_containers(backend)
 
 
 def test_the_template_container_is_locked_down(backend):
@@ -148,6 +159,14 @@ def test_sabotage_runs_that_share_the_containers_message_queues_are_caught(monke
 
     monkeypatch.setattr(template, "payload_body", uncovered)
     assert_caught(check_no_run_finds_a_file_an_earlier_run_left)
+
+
+def test_sabotage_a_template_that_keeps_the_containers_environment_is_caught(monkeypatch):
+    source = zygote._child_source()
+    made = "    os.environ.clear()\n    os.environ.update("
+    assert made in source
+    monkeypatch.setattr(zygote, "_child_source", lambda: source.replace(made, "    ("))
+    assert_caught(check_a_run_gets_the_base_environment_not_the_containers)
 
 
 def test_sabotage_a_template_without_its_own_filter_is_caught(monkeypatch):

@@ -15,6 +15,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 
+from executor.backends.bwrap.kernel_files import read_text, write_text
 from executor.limits import Limits
 
 logger = logging.getLogger(__name__)
@@ -118,8 +119,7 @@ class SandboxCgroup:
         if self._written.get((controller, name)) == value:
             return
         try:
-            with open(os.path.join(self.dirs[controller], name), "w") as out:
-                out.write(value)
+            write_text(os.path.join(self.dirs[controller], name), value)
         except OSError:
             if not optional:
                 raise
@@ -141,20 +141,14 @@ class SandboxCgroup:
         makes the kernel build and sort a list; a sandbox's processes are in all its groups.
         """
         if "pids" in self.dirs:
-            with open(os.path.join(self.dirs["pids"], "pids.current")) as current:
-                return int(current.read()) == 0
-        for procs in self.procs_files:
-            with open(procs) as lines:
-                if lines.read().strip():
-                    return False
-        return True
+            return int(read_text(os.path.join(self.dirs["pids"], "pids.current"))) == 0
+        return not any(read_text(procs).strip() for procs in self.procs_files)
 
     def memory_charged_bytes(self) -> int:
         """Memory charged to the group now, page cache included (0 without a memory group)."""
         if "memory" not in self.dirs:
             return 0
-        with open(os.path.join(self.dirs["memory"], "memory.usage_in_bytes")) as usage:
-            return int(usage.read())
+        return int(read_text(os.path.join(self.dirs["memory"], "memory.usage_in_bytes")))
 
     def oom_killed(self) -> bool:
         """True if the kernel OOM-killed a process of this sandbox."""
@@ -169,13 +163,13 @@ class SandboxCgroup:
         if controller not in self.dirs:
             return 0
         try:
-            with open(os.path.join(self.dirs[controller], name)) as lines:
-                for line in lines:
-                    found, _, value = line.partition(" ")
-                    if found == key:
-                        return int(value)
+            text = read_text(os.path.join(self.dirs[controller], name))
         except OSError:
             return 0
+        for line in text.splitlines():
+            found, _, value = line.partition(" ")
+            if found == key:
+                return int(value)
         return 0
 
     def runnable_s(self) -> float:
@@ -187,8 +181,7 @@ class SandboxCgroup:
         longest = 0
         for pid in self.pids():
             try:
-                with open(f"/proc/{pid}/schedstat") as stat:
-                    on_cpu_ns, waiting_ns, _ = stat.read().split()
+                on_cpu_ns, waiting_ns, _ = read_text(f"/proc/{pid}/schedstat").split()
             except (OSError, ValueError):
                 continue
             longest = max(longest, int(on_cpu_ns) + int(waiting_ns))
@@ -198,8 +191,7 @@ class SandboxCgroup:
         found: set[int] = set()
         for procs in self.procs_files:
             try:
-                with open(procs) as lines:
-                    found.update(int(line) for line in lines if line.strip())
+                found.update(int(line) for line in read_text(procs).split())
             except OSError:
                 continue
         return found

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from executor.backends.bwrap import fdwait
 from executor.backends.bwrap.cgroups import SandboxCgroup
+from executor.backends.bwrap.kernel_files import nspid
 from executor.backends.bwrap.spawn import spawn_sandbox
 from executor.errors import SandboxFailed
 from executor.limits import Limits
@@ -126,13 +127,9 @@ class Sandbox:
         """host pid -> pid inside the sandbox, for the sandbox's processes (needs the cgroup)."""
         found: dict[int, str] = {}
         for pid in self.cgroup.pids() if self.cgroup is not None else ():
-            try:
-                with open(f"/proc/{pid}/status") as status:
-                    nspid = next((ln.split()[1:] for ln in status if ln.startswith("NSpid:")), [])
-            except OSError:
-                continue
-            if len(nspid) > 1:
-                found[pid] = nspid[-1]
+            inside = nspid(pid)
+            if len(inside) > 1:
+                found[pid] = inside[-1]
         return found
 
     def signal_program(self, sig: int) -> None:

@@ -32,6 +32,7 @@ from typing import Protocol, cast
 from executor.backends.bwrap import fdwait
 from executor.backends.bwrap.cgroup_stock import CgroupStock
 from executor.backends.bwrap.cgroups import SandboxCgroup, remove_stale
+from executor.backends.bwrap.kernel_files import nspid, write_text
 from executor.backends.bwrap.pool import Sandbox
 from executor.errors import SandboxFailed
 from executor.limits import Limits
@@ -456,7 +457,7 @@ def _placement_request(place: socket.socket, expected_uid: int) -> int:
     if message != b"place" or len(creds) != 1:
         raise ZygoteUnavailable("the run did not start")
     pid, uid, _ = struct.unpack("3i", creds[0][: struct.calcsize("3i")])
-    if uid != expected_uid or pid <= 0 or _nspid(pid)[-1:] != ["1"]:
+    if uid != expected_uid or pid <= 0 or nspid(pid)[-1:] != ["1"]:
         raise ZygoteUnavailable(f"unexpected placement request from pid {pid} uid {uid}")
     return pid
 
@@ -496,8 +497,7 @@ def _place(cgroup: SandboxCgroup, pid: int) -> int:
     pidfd = os.pidfd_open(pid)
     try:
         for procs in cgroup.procs_files:
-            with open(procs, "w") as out:
-                out.write(str(pid))
+            write_text(procs, str(pid))
         # Alive after the check, the pidfd's process still owns the pid the groups hold.
         if cgroup.pids() != {pid} or not _alive(pidfd):
             raise ZygoteUnavailable("the run's cgroups do not hold exactly its first process")
@@ -523,14 +523,6 @@ def _complaint(stderr_r: int) -> str:
         return os.read(stderr_r, 2000).decode("utf-8", "replace").strip()
     except OSError:
         return ""
-
-
-def _nspid(pid: int) -> list[str]:
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            return next((ln.split()[1:] for ln in status if ln.startswith("NSpid:")), [])
-    except OSError:
-        return []
 
 
 class Zygote:

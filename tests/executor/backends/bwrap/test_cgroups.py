@@ -6,12 +6,24 @@ from executor.backends.bwrap.cgroups import SandboxCgroup
 from executor.limits import Limits
 
 
+# The control files a v1 group has from the start (the host writes them, never creates them).
+CONTROLS = {
+    "memory": ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"),
+    "pids": ("pids.max",),
+    "cpu": ("cpu.cfs_period_us", "cpu.cfs_quota_us"),
+}
+
+
+def make_controls(tmp_path: Path) -> None:
+    for controller, names in CONTROLS.items():
+        (tmp_path / controller).mkdir(exist_ok=True)
+        for name in names:
+            (tmp_path / controller / name).touch()
+
+
 def groups(tmp_path: Path) -> SandboxCgroup:
-    dirs = {}
-    for controller in ("memory", "pids", "cpu"):
-        (tmp_path / controller).mkdir()
-        dirs[controller] = str(tmp_path / controller)
-    return SandboxCgroup(dirs)
+    make_controls(tmp_path)
+    return SandboxCgroup({controller: str(tmp_path / controller) for controller in CONTROLS})
 
 
 def test_apply_writes_the_limits(tmp_path: Path) -> None:
@@ -33,5 +45,6 @@ def test_applying_the_same_limits_again_writes_nothing_and_a_change_is_written(
     cgroup.apply(Limits(memory_mib=64))
     assert list(tmp_path.glob("*/*")) == []
 
+    make_controls(tmp_path)
     cgroup.apply(Limits(memory_mib=32))
     assert (tmp_path / "memory" / "memory.limit_in_bytes").read_text() == str(32 * 1024 * 1024)

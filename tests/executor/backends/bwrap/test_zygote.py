@@ -413,7 +413,7 @@ def test_sabotage_no_pid_namespace_is_caught_by_the_deny_test(monkeypatch):
         monkeypatch, "CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |", "CLONE_NEWUSER | CLONE_NEWNS |"
     )
     _sabotaged_child(monkeypatch, '    _mount("proc", "/proc"', '    0 and _mount("proc", "/proc"')
-    monkeypatch.setattr(zygote, "_nspid", lambda pid: ["1"])
+    monkeypatch.setattr(zygote, "nspid", lambda pid: ["1"])
     sabotaged = make_backend()
     try:
         # The intruder now sees and kills processes outside its run, the one that holds its own

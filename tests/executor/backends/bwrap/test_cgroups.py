@@ -5,7 +5,6 @@ from pathlib import Path
 from executor.backends.bwrap.cgroups import SandboxCgroup
 from executor.limits import Limits
 
-
 # The control files a v1 group has from the start (the host writes them, never creates them).
 CONTROLS = {
     "memory": ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"),

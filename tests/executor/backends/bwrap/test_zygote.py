@@ -484,21 +484,21 @@ def test_sabotage_a_template_that_keeps_its_own_environment_is_caught(monkeypatc
     assert_caught(check_a_run_gets_the_base_environment_not_the_templates)
 
 
+def _sabotaged_driver(monkeypatch: pytest.MonkeyPatch, old: str, new: str) -> None:
+    source = zygote.driver_source()
+    assert old in source
+    monkeypatch.setattr(zygote, "driver_source", lambda: source.replace(old, new))
+
+
 def test_sabotage_a_driver_that_keeps_the_templates_environment_for_every_job_is_caught(
     monkeypatch,
 ):
-    source = zygote.driver_source()
-    skip = "    if env == PRESET_ENV:\n"
-    assert skip in source
-    monkeypatch.setattr(zygote, "driver_source", lambda: source.replace(skip, "    if True:\n"))
+    _sabotaged_driver(monkeypatch, "    if env == PRESET_ENV:\n", "    if True:\n")
     assert_caught(check_a_runs_environment_is_its_jobs_alone)
 
 
 def test_sabotage_preloaded_modules_that_shadow_the_jobs_are_caught(monkeypatch):
-    source = zygote.driver_source()
-    unshadow = '    _unshadow_preloaded(job["files"])\n'
-    assert unshadow in source
-    monkeypatch.setattr(zygote, "driver_source", lambda: source.replace(unshadow, ""))
+    _sabotaged_driver(monkeypatch, '    _unshadow_preloaded(job["files"])\n', "")
     assert_caught(test_a_jobs_own_module_wins_over_a_preloaded_one)
 
 

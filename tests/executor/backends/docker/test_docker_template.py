@@ -161,19 +161,20 @@ def test_sabotage_runs_that_share_the_containers_message_queues_are_caught(monke
     assert_caught(check_no_run_finds_a_file_an_earlier_run_left)
 
 
-def test_sabotage_a_template_that_keeps_the_containers_environment_is_caught(monkeypatch):
+def _sabotaged_child(monkeypatch: pytest.MonkeyPatch, old: str, new: str) -> None:
     source = zygote._child_source()
-    made = "    os.environ.clear()\n    os.environ.update("
-    assert made in source
-    monkeypatch.setattr(zygote, "_child_source", lambda: source.replace(made, "    ("))
+    assert old in source
+    monkeypatch.setattr(zygote, "_child_source", lambda: source.replace(old, new))
+
+
+def test_sabotage_a_template_that_keeps_the_containers_environment_is_caught(monkeypatch):
+    _sabotaged_child(monkeypatch, "    os.environ.clear()\n    os.environ.update(", "    (")
     assert_caught(check_a_run_gets_the_base_environment_not_the_containers)
 
 
 def test_sabotage_a_template_without_its_own_filter_is_caught(monkeypatch):
-    source = zygote._child_source()
     load = '    _seccomp(prepared["fprog"])\n\n\ndef start('
-    assert load in source
-    monkeypatch.setattr(zygote, "_child_source", lambda: source.replace(load, "\n\ndef start("))
+    _sabotaged_child(monkeypatch, load, "\n\ndef start(")
     assert_caught(check_the_template_runs_under_our_filter_too)
 
 

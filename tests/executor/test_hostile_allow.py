@@ -7,6 +7,7 @@ import signal
 import threading
 
 import pytest
+from exit_finalizers import check_cycles_are_finalized_at_exit
 from hostile_kit import TEST_LIMITS, SandboxRunner
 
 from executor.cancel import CancelToken
@@ -285,6 +286,10 @@ def test_allow_a_syntax_error_in_interpreter_mode_reads_as_pythons_own(
     for interpreter_mode in (False, True):
         result = sandbox.run("1 + 1\nx = (\n", interpreter_mode=interpreter_mode)
         assert (result.exit_code, result.stdout, result.stderr) == (1, "", expected)
+
+
+def test_allow_cycles_left_at_exit_are_finalized(sandbox: SandboxRunner) -> None:
+    check_cycles_are_finalized_at_exit(sandbox.backend)
 
 
 def test_allow_zombies_do_not_hold_up_the_run(sandbox: SandboxRunner) -> None:

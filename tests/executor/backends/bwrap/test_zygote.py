@@ -24,6 +24,7 @@ from executor.errors import SandboxFailed
 from executor.policy.bwrap_args import program_env
 from executor.policy.mounts import Mount
 from tests.executor.cross_run import check_concurrent_runs_share_no_terminal
+from tests.executor.exit_finalizers import check_cycles_are_finalized_at_exit
 from tests.executor.host_processes import processes_of
 from tests.prerequisites import ROOTFS as ROOTFS_PATH
 
@@ -495,6 +496,17 @@ def test_sabotage_a_driver_that_keeps_the_templates_environment_for_every_job_is
 ):
     _sabotaged_driver(monkeypatch, "    if env == PRESET_ENV:\n", "    if True:\n")
     assert_caught(check_a_runs_environment_is_its_jobs_alone)
+
+
+def test_sabotage_an_exit_that_collects_only_the_youngest_generation_is_caught(monkeypatch):
+    old = "    if gc.get_objects(generation=1) or gc.get_objects(generation=2):\n"
+    _sabotaged_driver(monkeypatch, old, "    if False:\n")
+    assert_caught(check_cycles_are_finalized_at_exit)
+
+
+def test_sabotage_an_exit_without_a_collection_is_caught(monkeypatch):
+    _sabotaged_driver(monkeypatch, "        _collect_the_programs_garbage()\n", "")
+    assert_caught(check_cycles_are_finalized_at_exit)
 
 
 def test_sabotage_preloaded_modules_that_shadow_the_jobs_are_caught(monkeypatch):

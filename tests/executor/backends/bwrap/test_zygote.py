@@ -23,6 +23,7 @@ from executor.backends.bwrap.backend import BwrapBackend
 from executor.errors import SandboxFailed
 from executor.policy.bwrap_args import program_env
 from executor.policy.mounts import Mount
+from tests.executor.backends.sabotaged_sources import sabotaged_child, sabotaged_driver
 from tests.executor.cross_run import check_concurrent_runs_share_no_terminal
 from tests.executor.exit_finalizers import check_cycles_are_finalized_at_exit
 from tests.executor.host_processes import processes_of
@@ -372,17 +373,6 @@ def test_runs_with_mounts_fall_back_to_a_sandbox(backend):
 # Sabotage: one wall of the zygote taken down; the checks above must notice.
 
 
-def _sabotaged_child(monkeypatch: pytest.MonkeyPatch, old: str, new: str) -> None:
-    payload = zygote._child_source
-
-    def sabotaged() -> str:
-        source = payload()
-        assert old in source
-        return source.replace(old, new)
-
-    monkeypatch.setattr(zygote, "_child_source", sabotaged)
-
-
 def assert_caught(
     check: Callable[[BwrapBackend], None], make: Callable[[], BwrapBackend] = make_backend
 ) -> None:
@@ -396,10 +386,10 @@ def assert_caught(
 
 
 def test_sabotage_no_pid_namespace_is_refused_by_the_host(monkeypatch):
-    _sabotaged_child(
+    sabotaged_child(
         monkeypatch, "CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |", "CLONE_NEWUSER | CLONE_NEWNS |"
     )
-    _sabotaged_child(monkeypatch, '    _mount("proc", "/proc"', '    0 and _mount("proc", "/proc"')
+    sabotaged_child(monkeypatch, '    _mount("proc", "/proc"', '    0 and _mount("proc", "/proc"')
     sabotaged = make_backend()
     try:
         # The host's check (its first process must be PID 1 of a namespace of its own) refuses
@@ -410,10 +400,10 @@ def test_sabotage_no_pid_namespace_is_refused_by_the_host(monkeypatch):
 
 
 def test_sabotage_no_pid_namespace_is_caught_by_the_deny_test(monkeypatch):
-    _sabotaged_child(
+    sabotaged_child(
         monkeypatch, "CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |", "CLONE_NEWUSER | CLONE_NEWNS |"
     )
-    _sabotaged_child(monkeypatch, '    _mount("proc", "/proc"', '    0 and _mount("proc", "/proc"')
+    sabotaged_child(monkeypatch, '    _mount("proc", "/proc"', '    0 and _mount("proc", "/proc"')
     monkeypatch.setattr(zygote, "nspid", lambda pid: ["1"])
     sabotaged = make_backend()
     try:
@@ -436,12 +426,12 @@ def test_sabotage_a_kill_that_misses_the_runs_pid_1_is_caught(monkeypatch):
 
 
 def test_sabotage_a_run_that_keeps_its_tmp_is_caught(monkeypatch):
-    _sabotaged_child(monkeypatch, '    _mount("tmpfs", "/tmp"', '    0 and _mount("tmpfs", "/tmp"')
+    sabotaged_child(monkeypatch, '    _mount("tmpfs", "/tmp"', '    0 and _mount("tmpfs", "/tmp"')
     assert_caught(check_consecutive_runs_share_nothing)
 
 
 def test_sabotage_a_run_that_may_make_user_namespaces_is_caught(monkeypatch):
-    _sabotaged_child(
+    sabotaged_child(
         monkeypatch,
         '    _write("/proc/sys/user/max_user_namespaces", "0")',
         '    0 and _write("/proc/sys/user/max_user_namespaces", "0")',
@@ -450,7 +440,7 @@ def test_sabotage_a_run_that_may_make_user_namespaces_is_caught(monkeypatch):
 
 
 def test_sabotage_a_template_that_preloads_random_is_caught(monkeypatch):
-    _sabotaged_child(monkeypatch, '    "typing",\n)', '    "typing",\n    "random",\n)')
+    sabotaged_child(monkeypatch, '    "typing",\n)', '    "typing",\n    "random",\n)')
     assert_caught(check_preloaded_modules_hold_no_random_state)
 
 
@@ -473,7 +463,7 @@ def test_the_programs_output_streams_are_a_fresh_interpreters(backend):
 
 
 def test_sabotage_output_streams_made_on_the_templates_own_fds_are_caught(monkeypatch):
-    _sabotaged_child(
+    sabotaged_child(
         monkeypatch, "_streams_on_a_pipe(driver.output_streams)", "driver.output_streams()"
     )
     assert_caught(check_the_programs_output_streams_are_a_fresh_interpreters)
@@ -481,36 +471,30 @@ def test_sabotage_output_streams_made_on_the_templates_own_fds_are_caught(monkey
 
 def test_sabotage_a_template_that_keeps_its_own_environment_is_caught(monkeypatch):
     _template_started_with_a_variable_of_its_own(monkeypatch)
-    _sabotaged_child(monkeypatch, "    os.environ.clear()\n    os.environ.update(", "    (")
+    sabotaged_child(monkeypatch, "    os.environ.clear()\n    os.environ.update(", "    (")
     assert_caught(check_a_run_gets_the_base_environment_not_the_templates)
-
-
-def _sabotaged_driver(monkeypatch: pytest.MonkeyPatch, old: str, new: str) -> None:
-    source = zygote.driver_source()
-    assert old in source
-    monkeypatch.setattr(zygote, "driver_source", lambda: source.replace(old, new))
 
 
 def test_sabotage_a_driver_that_keeps_the_templates_environment_for_every_job_is_caught(
     monkeypatch,
 ):
-    _sabotaged_driver(monkeypatch, "    if env == PRESET_ENV:\n", "    if True:\n")
+    sabotaged_driver(monkeypatch, "    if env == PRESET_ENV:\n", "    if True:\n")
     assert_caught(check_a_runs_environment_is_its_jobs_alone)
 
 
 def test_sabotage_an_exit_that_collects_only_the_youngest_generation_is_caught(monkeypatch):
     old = "    if gc.get_objects(generation=1) or gc.get_objects(generation=2):\n"
-    _sabotaged_driver(monkeypatch, old, "    if False:\n")
+    sabotaged_driver(monkeypatch, old, "    if False:\n")
     assert_caught(check_cycles_are_finalized_at_exit)
 
 
 def test_sabotage_an_exit_without_a_collection_is_caught(monkeypatch):
-    _sabotaged_driver(monkeypatch, "        _collect_the_programs_garbage()\n", "")
+    sabotaged_driver(monkeypatch, "        _collect_the_programs_garbage()\n", "")
     assert_caught(check_cycles_are_finalized_at_exit)
 
 
 def test_sabotage_preloaded_modules_that_shadow_the_jobs_are_caught(monkeypatch):
-    _sabotaged_driver(monkeypatch, '    _unshadow_preloaded(job["files"])\n', "")
+    sabotaged_driver(monkeypatch, '    _unshadow_preloaded(job["files"])\n', "")
     assert_caught(test_a_jobs_own_module_wins_over_a_preloaded_one)
 
 
@@ -527,5 +511,5 @@ def test_nothing_of_the_zygote_outlives_close():
 
 def test_sabotage_runs_that_share_the_templates_terminals_are_caught(monkeypatch):
     mount = '    _mount(\n        "devpts"'
-    _sabotaged_child(monkeypatch, mount, mount.replace("_mount", "0 and _mount"))
+    sabotaged_child(monkeypatch, mount, mount.replace("_mount", "0 and _mount"))
     assert_caught(check_concurrent_runs_share_no_terminal)

@@ -25,6 +25,7 @@ from executor.errors import BackendUnavailable
 from executor.limits import Limits
 from executor.policy.bwrap_args import program_env
 from executor.spec import RunSpec
+from tests.executor.backends.sabotaged_sources import sabotaged_child
 from tests.executor.cross_run import check_no_run_finds_a_file_an_earlier_run_left
 from tests.executor.host_processes import processes_of
 
@@ -161,20 +162,14 @@ def test_sabotage_runs_that_share_the_containers_message_queues_are_caught(monke
     assert_caught(check_no_run_finds_a_file_an_earlier_run_left)
 
 
-def _sabotaged_child(monkeypatch: pytest.MonkeyPatch, old: str, new: str) -> None:
-    source = zygote._child_source()
-    assert old in source
-    monkeypatch.setattr(zygote, "_child_source", lambda: source.replace(old, new))
-
-
 def test_sabotage_a_template_that_keeps_the_containers_environment_is_caught(monkeypatch):
-    _sabotaged_child(monkeypatch, "    os.environ.clear()\n    os.environ.update(", "    (")
+    sabotaged_child(monkeypatch, "    os.environ.clear()\n    os.environ.update(", "    (")
     assert_caught(check_a_run_gets_the_base_environment_not_the_containers)
 
 
 def test_sabotage_a_template_without_its_own_filter_is_caught(monkeypatch):
     load = '    _seccomp(prepared["fprog"])\n\n\ndef start('
-    _sabotaged_child(monkeypatch, load, "\n\ndef start(")
+    sabotaged_child(monkeypatch, load, "\n\ndef start(")
     assert_caught(check_the_template_runs_under_our_filter_too)
 
 

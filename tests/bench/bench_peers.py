@@ -12,7 +12,10 @@ alike, and measures per runner:
 - `print(1+1)` back to back (a warm pool is refilled, untimed, before each run), p50;
 - runs/s of `print(1+1)` from 8 threads for a fixed time (min-max over the rounds);
 - a slice of HumanEval's 164 canonical programs (prompt + solution + test + `check()`), one
-  fresh sandbox each, 4 at a time; the slices' wall times add up to the whole set's.
+  fresh sandbox each, 4 at a time; the slices' wall times add up to the whole set's. Every
+  runner runs the same slice in a round, a few seconds apart, so each round also gives a ratio
+  to the floor of its own; their median and range follow the table (this VM's speed drifts
+  10-15% within minutes, more than some of the differences measured).
 One runner goes through Undoable's embedded server (`POST /api/v1/exec`, bench_api.served), to
 put the HTTP path beside the bare interpreter too. At the end, memory per idle sandbox: the
 proportional set size (PSS) of the processes of 4 idle ones (Undoable's warm pool: its
@@ -78,6 +81,7 @@ class Runner:
     latency_s: list[float] = field(default_factory=list)
     rates: list[float] = field(default_factory=list)
     humaneval_s: float = 0.0
+    humaneval_rounds_s: list[float] = field(default_factory=list)  # each round's slice
     humaneval_failed: int = 0
     wrong: int = 0
 
@@ -455,7 +459,9 @@ def humaneval(runner: Runner, programs: list[str]) -> None:
     started = time.perf_counter()
     with ThreadPoolExecutor(HUMANEVAL_AT_ONCE) as pool:
         outcomes = list(pool.map(runner.run, programs))
-    runner.humaneval_s += time.perf_counter() - started
+    took = time.perf_counter() - started
+    runner.humaneval_s += took
+    runner.humaneval_rounds_s.append(took)
     runner.humaneval_failed += sum(not ok for ok, _ in outcomes)
 
 
@@ -488,6 +494,24 @@ def report(all_runners: list[Runner], programs: int) -> None:
             f"{he:>14} {he_ratio:>8}  {idle_memory(runner)}{wrong}",
             flush=True,
         )
+    print(humaneval_per_round(all_runners), flush=True)
+
+
+def humaneval_per_round(all_runners: list[Runner]) -> str:
+    """Each runner's HumanEval slice over the floor's slice of the same round: median and
+    range. The sums in the table weigh a slow round by its length; this shows the spread."""
+    floor = all_runners[0].humaneval_rounds_s
+    lines = [f"HumanEval per round, x floor ({len(floor)} rounds): median (min-max), each"]
+    for runner in all_runners[1:]:
+        if not runner.humaneval:
+            continue
+        ratios = [mine / bare for mine, bare in zip(runner.humaneval_rounds_s, floor, strict=True)]
+        each = " ".join(f"{ratio:.2f}" for ratio in ratios)
+        lines.append(
+            f"  {runner.name:<46} {statistics.median(ratios):.2f}x "
+            f"({min(ratios):.2f}-{max(ratios):.2f})  {each}"
+        )
+    return "\n".join(lines)
 
 
 def main() -> None:

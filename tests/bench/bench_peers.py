@@ -11,11 +11,13 @@ Each round goes round-robin over the runners, so the drift of a shared machine h
 alike, and measures per runner:
 - `print(1+1)` back to back (a warm pool is refilled, untimed, before each run), p50;
 - runs/s of `print(1+1)` from 8 threads for a fixed time (min-max over the rounds);
-- a slice of HumanEval's 164 canonical programs (prompt + solution + test + `check()`), one
-  fresh sandbox each, 4 at a time; the slices' wall times add up to the whole set's. Every
-  runner runs the same slice in a round, a few seconds apart, so each round also gives a ratio
-  to the floor of its own; their median and range follow the table (this VM's speed drifts
-  10-15% within minutes, more than some of the differences measured).
+- HumanEval's 164 canonical programs (prompt + solution + test + `check()`), one fresh sandbox
+  each, 4 at a time. The floor and Undoable's fast rows run the whole set in every round, back
+  to back at the round's end, in turn forwards and backwards: a set takes them about a second,
+  and this VM's speed drifts 10-15% within minutes, more than the differences measured. Their
+  figure is the mean over the rounds, and each round gives a ratio to the floor's set of its
+  own (median and range after the table). The slower rows run a slice after their other
+  phases each round; their slices add up to one set.
 One runner goes through Undoable's embedded server (`POST /api/v1/exec`, bench_api.served), to
 put the HTTP path beside the bare interpreter too. At the end, memory per idle sandbox: the
 proportional set size (PSS) of the processes of 4 idle ones (Undoable's warm pool: its
@@ -73,6 +75,8 @@ class Runner:
     run: Run
     before_each: Callable[[], None] = lambda: None  # untimed: a warm pool's refill
     humaneval: bool = True  # False where a sandbox is not fresh per program
+    # Runs the whole HumanEval set every round (a fast row), not a slice of it.
+    humaneval_every_round: bool = False
     idle: Callable[[], AbstractContextManager[list[int] | str]] | None = None
     # How many idle sandboxes `idle` holds, when its processes do not say (a zygote's warm runs
     # all descend from its one template).
@@ -80,7 +84,8 @@ class Runner:
     close: Callable[[], None] = lambda: None
     latency_s: list[float] = field(default_factory=list)
     rates: list[float] = field(default_factory=list)
-    humaneval_rounds_s: list[float] = field(default_factory=list)  # each round's slice
+    humaneval_rounds_s: list[float] = field(default_factory=list)  # each round's set or slice
+    humaneval_ran: int = 0  # programs run over the rounds
     humaneval_failed: int = 0
     wrong: int = 0
 
@@ -93,7 +98,7 @@ def floor_run(code: str) -> tuple[bool, str]:
     return done.returncode == 0, done.stdout
 
 
-def undoable_runner(mode_name: str, label: str) -> Runner:
+def undoable_runner(mode_name: str, label: str, *, every_round: bool = True) -> Runner:
     mode = next(m for m in modes(THREADS) if m.name == mode_name)
     backend = executor.create_backend(mode.backend, **mode.options)
     limits = executor.Limits()
@@ -109,6 +114,7 @@ def undoable_runner(mode_name: str, label: str) -> Runner:
         idle=lambda: undoable_idle(backend),
         idle_count=mode.options.get("warm_pool_size") or None,
         close=backend.close,
+        humaneval_every_round=every_round,
     )
 
 
@@ -151,6 +157,7 @@ def http_runner() -> Runner:
         before_each=lambda: time.sleep(0.05),  # the server's warm pool refills meanwhile
         idle=lambda: nullcontext("as the bwrap row"),
         close=stack.close,
+        humaneval_every_round=True,
     )
 
 
@@ -268,13 +275,23 @@ def docker_run(code: str) -> tuple[bool, str]:
 
 def runners(wanted: set[str]) -> list[Runner]:
     makers: list[tuple[str, Callable[[], Runner]]] = [
-        ("floor", lambda: Runner("bare interpreter (no isolation)", floor_run, idle=floor_idle)),
+        (
+            "floor",
+            lambda: Runner(
+                "bare interpreter (no isolation)",
+                floor_run,
+                idle=floor_idle,
+                humaneval_every_round=True,
+            ),
+        ),
         ("bwrap", lambda: undoable_runner("bwrap-warm", "Undoable bwrap (warm pool)")),
         ("http", http_runner),
         ("docker", lambda: undoable_runner("docker-warm", "Undoable Docker (zygote container)")),
         (
             "docker-containers",
-            lambda: undoable_runner("docker-containers", "Undoable Docker (container per run)"),
+            lambda: undoable_runner(
+                "docker-containers", "Undoable Docker (container per run)", every_round=False
+            ),
         ),
         (
             "llm-bwrap",
@@ -459,7 +476,13 @@ def humaneval(runner: Runner, programs: list[str]) -> None:
     with ThreadPoolExecutor(HUMANEVAL_AT_ONCE) as pool:
         outcomes = list(pool.map(runner.run, programs))
     runner.humaneval_rounds_s.append(time.perf_counter() - started)
+    runner.humaneval_ran += len(programs)
     runner.humaneval_failed += sum(not ok for ok, _ in outcomes)
+
+
+def humaneval_set_s(runner: Runner, programs: int) -> float:
+    """The wall time of the whole set: the mean over the sets run, or the slices' sum."""
+    return sum(runner.humaneval_rounds_s) / runner.humaneval_ran * programs
 
 
 # --- the table ----------------------------------------------------------------------------------
@@ -467,7 +490,7 @@ def humaneval(runner: Runner, programs: list[str]) -> None:
 
 def report(all_runners: list[Runner], programs: int) -> None:
     floor = statistics.median(all_runners[0].latency_s)
-    floor_he = sum(all_runners[0].humaneval_rounds_s)
+    floor_he = humaneval_set_s(all_runners[0], programs)
     print(f"\nfloor: {' '.join(FLOOR)}, p50 {floor * 1000:.1f} ms in this run", flush=True)
     head = (
         f"{'print(1+1), fresh sandbox':<48} {'p50 ms':>8} {'x floor':>8} "
@@ -479,7 +502,7 @@ def report(all_runners: list[Runner], programs: int) -> None:
         rates = f"{min(runner.rates):.1f}-{max(runner.rates):.1f}"
         if runner.humaneval:
             # Two decimals: the whole set runs in well under a second on a fast path.
-            he_s = sum(runner.humaneval_rounds_s)
+            he_s = humaneval_set_s(runner, programs)
             he = f"{he_s:.2f} s"
             he_ratio = f"{he_s / floor_he:.2f}x"
             if runner.humaneval_failed:
@@ -496,12 +519,12 @@ def report(all_runners: list[Runner], programs: int) -> None:
 
 
 def humaneval_per_round(all_runners: list[Runner]) -> str:
-    """Each runner's HumanEval slice over the floor's slice of the same round: median and
-    range. The sums in the table weigh a slow round by its length; this shows the spread."""
+    """Each fast row's HumanEval set over the floor's set of the same round: median and range.
+    The table's means weigh a slow round by its length; this shows the spread."""
     floor = all_runners[0].humaneval_rounds_s
     lines = [f"HumanEval per round, x floor ({len(floor)} rounds): median (min-max), each"]
     for runner in all_runners[1:]:
-        if not runner.humaneval:
+        if not runner.humaneval_every_round:
             continue
         ratios = [mine / bare for mine, bare in zip(runner.humaneval_rounds_s, floor, strict=True)]
         each = " ".join(f"{ratio:.2f}" for ratio in ratios)
@@ -527,17 +550,23 @@ def main() -> None:
     print(
         f"{time.strftime('%Y-%m-%d %H:%M %Z')}, {platform.node()}, {os.cpu_count()} cores, "
         f"load {os.getloadavg()[0]:.1f}; {args.rounds} rounds; {len(programs)} HumanEval "
-        f"programs in {args.rounds} slices",
+        f"programs, every round for the fast rows, in {args.rounds} slices for the rest",
         flush=True,
     )
     all_runners = runners(set(filter(None, args.only.split(","))))
     try:
+        fast = [runner for runner in all_runners if runner.humaneval_every_round]
         for rnd in range(args.rounds):
             for runner in all_runners:
                 latency(runner, args.runs)
                 throughput(runner, args.seconds)
-                if runner.humaneval:
+                if runner.humaneval and not runner.humaneval_every_round:
                     humaneval(runner, programs[rnd :: args.rounds])
+            # The fast rows' sets back to back, in turn forwards and backwards: a drift
+            # within the round then weighs on each row alike.
+            for runner in fast if rnd % 2 == 0 else fast[::-1]:
+                runner.before_each()
+                humaneval(runner, programs)
             print(f"round {rnd + 1}/{args.rounds} done, load {os.getloadavg()[0]:.1f}", flush=True)
         report(all_runners, len(programs))
     finally:

@@ -546,6 +546,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.runs, args.seconds, args.humaneval = 2, 8, 2.0, 40
+    if min(args.rounds, args.runs, args.humaneval) < 1:
+        parser.error("--rounds, --runs and --humaneval must be at least 1")
     programs = humaneval_programs(args.humaneval)
     print(
         f"{time.strftime('%Y-%m-%d %H:%M %Z')}, {platform.node()}, {os.cpu_count()} cores, "

@@ -18,7 +18,6 @@ Like driver.py this file is sent as source and never imported by the host.
 """
 
 import ctypes
-import fcntl
 import os
 import select
 import socket
@@ -81,55 +80,81 @@ _syscall_holding_gil = ctypes.PyDLL(None, use_errno=True).syscall
 _syscall_holding_gil.restype = ctypes.c_long
 
 
-def _check(result, what):
-    if result != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
+def _typed(name, *argtypes):
+    """`name` of the C library with its argument types declared, so a call converts plain
+    Python ints and bytes directly. Declared once, in the template: a run's first process
+    then makes each call without building an argument object per parameter, which in a
+    forked process costs page copies as well as time (docs/zygote.md)."""
+    function = getattr(_libc, name)
+    function.argtypes = argtypes
+    function.restype = ctypes.c_int
+    return function
 
 
-def _prctl(option, arg2=0):
-    _check(
-        _libc.prctl(
-            ctypes.c_int(option),
-            ctypes.c_ulong(arg2),
-            ctypes.c_ulong(0),
-            ctypes.c_ulong(0),
-            ctypes.c_ulong(0),
-        ),
-        f"prctl {option}",
-    )
+_ulong = ctypes.c_ulong
+_cstr = ctypes.c_char_p
+_c_prctl = _typed("prctl", ctypes.c_int, _ulong, _ulong, _ulong, _ulong)
+_c_unshare = _typed("unshare", ctypes.c_int)
+_c_mount = _typed("mount", _cstr, _cstr, _cstr, _ulong, _cstr)
+_c_capset = _typed("capset", ctypes.c_void_p, ctypes.c_void_p)
+_c_sethostname = _typed("sethostname", _cstr, ctypes.c_size_t)
+_c_socket = _typed("socket", ctypes.c_int, ctypes.c_int, ctypes.c_int)
+_c_ioctl = _typed("ioctl", ctypes.c_int, _ulong, ctypes.c_void_p)
+
+
+def _failed(what):
+    err = ctypes.get_errno()
+    return OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _prctl(option, arg2=0, arg3=0):
+    if _c_prctl(option, arg2, arg3, 0, 0) != 0:
+        raise _failed(f"prctl {option}")
 
 
 def _unshare(flags):
-    _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
+    if _c_unshare(flags) != 0:
+        raise _failed("unshare")
 
 
 def _mount(source, target, fstype, flags, data):
-    _check(
-        _libc.mount(
-            source.encode(),
-            target.encode(),
-            fstype.encode(),
-            ctypes.c_ulong(flags),
-            data.encode() if data else None,
-        ),
-        f"mount {target}",
-    )
+    """mount(2) with every string already bytes (or None)."""
+    if _c_mount(source, target, fstype, flags, data) != 0:
+        raise _failed(f"mount {target.decode()}")
 
 
 def _write(path, text):
     fd = os.open(path, os.O_WRONLY)
     try:
-        os.write(fd, text.encode())
+        os.write(fd, text if isinstance(text, bytes) else text.encode())
     finally:
         os.close(fd)
 
 
-def _loopback_up():
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        request = struct.pack("16sh14x", b"lo", 0)
-        flags = struct.unpack("16sh14x", fcntl.ioctl(sock, SIOCGIFFLAGS, request))[1]
-        fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sh14x", b"lo", flags | IFF_UP))
+class _InterfaceFlags(ctypes.Structure):
+    """struct ifreq as SIOCGIFFLAGS and SIOCSIFFLAGS use it: a name, then the flags."""
+
+    _fields_ = (
+        ("name", ctypes.c_char * 16),
+        ("flags", ctypes.c_short),
+        ("pad", ctypes.c_char * 22),
+    )
+
+
+def _loopback_up(request):
+    """`lo` up, through `request` (an _InterfaceFlags naming it, made by the template)."""
+    sock = _c_socket(socket.AF_INET, socket.SOCK_DGRAM, 0)
+    if sock < 0:
+        raise _failed("socket")
+    try:
+        address = ctypes.addressof(request)
+        if _c_ioctl(sock, SIOCGIFFLAGS, address) != 0:
+            raise _failed("SIOCGIFFLAGS lo")
+        request.flags |= IFF_UP
+        if _c_ioctl(sock, SIOCSIFFLAGS, address) != 0:
+            raise _failed("SIOCSIFFLAGS lo")
+    finally:
+        os.close(sock)
 
 
 class _SockFprog(ctypes.Structure):
@@ -138,40 +163,43 @@ class _SockFprog(ctypes.Structure):
 
 def _prepared(bpf):
     """What every run needs and the template can build once: the seccomp program (its
-    sock_fprog, which runs inherit with the template's memory) and the last capability."""
+    sock_fprog, which runs inherit with the template's memory), the last capability, and the
+    arguments of a run's first process's C calls (ids to map, empty capability sets, the
+    loopback request), so that it converts or allocates as little as it can."""
     program = ctypes.create_string_buffer(bpf, len(bpf))
     fprog = _SockFprog(len(bpf) // 8, ctypes.addressof(program))
     with open("/proc/sys/kernel/cap_last_cap") as last:
         cap_last = int(last.read())
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # two of {effective, permitted, inheritable}, all zero
     return {
         "program": program,
         "fprog": fprog,
+        "fprog_address": ctypes.addressof(fprog),
         "cap_last": cap_last,
+        "no_capabilities": (ctypes.addressof(header), ctypes.addressof(data)),
+        "capset_buffers": (header, data),  # kept alive with their addresses
         "clone": SYS_CLONE[os.uname().machine],
         # A run's first process reads no ids of its own before it has mapped them.
-        "ids": (os.getuid(), os.getgid()),
+        "id_maps": (
+            b"%d %d 1" % (os.getuid(), os.getuid()),
+            b"%d %d 1" % (os.getgid(), os.getgid()),
+        ),
+        "loopback": _InterfaceFlags(name=b"lo"),
     }
 
 
-def _drop_capabilities(cap_last):
-    for cap in range(cap_last + 1):
+def _drop_capabilities(prepared):
+    for cap in range(prepared["cap_last"] + 1):
         _prctl(PR_CAPBSET_DROP, cap)
     _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
-    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
-    data = (ctypes.c_uint32 * 6)()  # two of {effective, permitted, inheritable}, all zero
-    _check(_libc.capset(header, data), "capset")
+    if _c_capset(*prepared["no_capabilities"]) != 0:
+        raise _failed("capset")
 
 
-def _seccomp(fprog):
+def _seccomp(prepared):
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
-    result = _libc.prctl(
-        ctypes.c_int(PR_SET_SECCOMP),
-        ctypes.c_ulong(SECCOMP_MODE_FILTER),
-        ctypes.c_void_p(ctypes.addressof(fprog)),
-        ctypes.c_ulong(0),
-        ctypes.c_ulong(0),
-    )
-    _check(result, "seccomp")
+    _prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prepared["fprog_address"])
 
 
 def _close_fds_except(keep):
@@ -201,23 +229,28 @@ def _clone_run(number):
     return pid
 
 
-def _enter_own_namespaces(ids, sizes):
+def _enter_own_namespaces(prepared, sizes):
     """The run's namespaces, fresh from clone: its uid, hostname, loopback and scratch mounts."""
-    uid, gid = ids
+    uid_map, gid_map = prepared["id_maps"]
     tmp_bytes, workdir_bytes = sizes
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"{uid} {uid} 1")
-    _write("/proc/self/gid_map", f"{gid} {gid} 1")
-    socket.sethostname("sandbox")
-    _loopback_up()
+    _write("/proc/self/setgroups", b"deny")
+    _write("/proc/self/uid_map", uid_map)
+    _write("/proc/self/gid_map", gid_map)
+    if _c_sethostname(b"sandbox", 7) != 0:
+        raise _failed("sethostname")
+    _loopback_up(prepared["loopback"])
     flags = MS_NOSUID | MS_NODEV
-    _mount("tmpfs", "/workspace", "tmpfs", flags, f"size={workdir_bytes},mode=0700")
-    _mount("tmpfs", "/tmp", "tmpfs", flags, f"size={tmp_bytes},mode=1777")
-    _mount("tmpfs", "/dev/shm", "tmpfs", flags, f"size={DEV_SHM_BYTES},mode=1777")
+    _mount(b"tmpfs", b"/workspace", b"tmpfs", flags, b"size=%d,mode=0700" % workdir_bytes)
+    _mount(b"tmpfs", b"/tmp", b"tmpfs", flags, b"size=%d,mode=1777" % tmp_bytes)
+    _mount(b"tmpfs", b"/dev/shm", b"tmpfs", flags, b"size=%d,mode=1777" % DEV_SHM_BYTES)
     # Terminals of its own (/dev/ptmx links to pts/ptmx): in the template's devpts, a run could
     # open a terminal another run holds open at the same time.
     _mount(
-        "devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620"
+        b"devpts",
+        b"/dev/pts",
+        b"devpts",
+        MS_NOSUID | MS_NOEXEC,
+        b"newinstance,ptmxmode=0666,mode=620",
     )
     os.chdir("/")
 
@@ -226,8 +259,8 @@ def _run_init(driver, fds, sizes, prepared, caps):
     """The run's first process, PID 1 of its pid namespace; ends as the run's supervisor."""
     stdin, stdout, stderr, job, status, place = fds
     _prctl(PR_SET_PDEATHSIG, SIGKILL)  # it ends with the template
-    _enter_own_namespaces(prepared["ids"], sizes)
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    _enter_own_namespaces(prepared, sizes)
+    _mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
     # Nothing in the run may create a user namespace (and regain capabilities in it).
     _write("/proc/sys/user/max_user_namespaces", "0")
     # The host reads our pid from the kernel (SCM_CREDENTIALS), puts us in the run's cgroups,
@@ -241,8 +274,8 @@ def _run_init(driver, fds, sizes, prepared, caps):
     for target, fd in ((0, stdin), (1, stdout), (2, stderr)):
         os.dup2(fd, target)
     _close_fds_except({0, 1, 2, job, status})
-    _drop_capabilities(prepared["cap_last"])
-    _seccomp(prepared["fprog"])
+    _drop_capabilities(prepared)
+    _seccomp(prepared)
     _prctl(PR_SET_PDEATHSIG, SIGKILL)
     driver.main(job, status, *caps)
     os._exit(0)
@@ -400,10 +433,10 @@ def _confine_in_container(template_bpf, covered):
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
     flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
     for folder in covered:
-        _mount("tmpfs", folder, "tmpfs", flags, "size=4k,mode=0555")
+        _mount(b"tmpfs", os.fsencode(folder), b"tmpfs", flags, b"size=4k,mode=0555")
     prepared = _prepared(template_bpf)
-    _drop_capabilities(prepared["cap_last"])
-    _seccomp(prepared["fprog"])
+    _drop_capabilities(prepared)
+    _seccomp(prepared)
 
 
 def start(payload, control_fd):

@@ -389,7 +389,9 @@ def test_sabotage_no_pid_namespace_is_refused_by_the_host(monkeypatch):
     sabotaged_child(
         monkeypatch, "CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |", "CLONE_NEWUSER | CLONE_NEWNS |"
     )
-    sabotaged_child(monkeypatch, '    _mount("proc", "/proc"', '    0 and _mount("proc", "/proc"')
+    sabotaged_child(
+        monkeypatch, '    _mount(b"proc", b"/proc"', '    0 and _mount(b"proc", b"/proc"'
+    )
     sabotaged = make_backend()
     try:
         # The host's check (its first process must be PID 1 of a namespace of its own) refuses
@@ -403,7 +405,9 @@ def test_sabotage_no_pid_namespace_is_caught_by_the_deny_test(monkeypatch):
     sabotaged_child(
         monkeypatch, "CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |", "CLONE_NEWUSER | CLONE_NEWNS |"
     )
-    sabotaged_child(monkeypatch, '    _mount("proc", "/proc"', '    0 and _mount("proc", "/proc"')
+    sabotaged_child(
+        monkeypatch, '    _mount(b"proc", b"/proc"', '    0 and _mount(b"proc", b"/proc"'
+    )
     monkeypatch.setattr(zygote, "nspid", lambda pid: ["1"])
     sabotaged = make_backend()
     try:
@@ -426,7 +430,9 @@ def test_sabotage_a_kill_that_misses_the_runs_pid_1_is_caught(monkeypatch):
 
 
 def test_sabotage_a_run_that_keeps_its_tmp_is_caught(monkeypatch):
-    sabotaged_child(monkeypatch, '    _mount("tmpfs", "/tmp"', '    0 and _mount("tmpfs", "/tmp"')
+    sabotaged_child(
+        monkeypatch, '    _mount(b"tmpfs", b"/tmp"', '    0 and _mount(b"tmpfs", b"/tmp"'
+    )
     assert_caught(check_consecutive_runs_share_nothing)
 
 
@@ -510,6 +516,6 @@ def test_nothing_of_the_zygote_outlives_close():
 
 
 def test_sabotage_runs_that_share_the_templates_terminals_are_caught(monkeypatch):
-    mount = '    _mount(\n        "devpts"'
+    mount = '    _mount(\n        b"devpts"'
     sabotaged_child(monkeypatch, mount, mount.replace("_mount", "0 and _mount"))
     assert_caught(check_concurrent_runs_share_no_terminal)

@@ -168,7 +168,7 @@ def test_sabotage_a_template_that_keeps_the_containers_environment_is_caught(mon
 
 
 def test_sabotage_a_template_without_its_own_filter_is_caught(monkeypatch):
-    load = '    _seccomp(prepared["fprog"])\n\n\ndef start('
+    load = "    _seccomp(prepared)\n\n\ndef start("
     sabotaged_child(monkeypatch, load, "\n\ndef start(")
     assert_caught(check_the_template_runs_under_our_filter_too)
 

@@ -78,6 +78,8 @@ _libc = ctypes.CDLL(None, use_errno=True)
 # syscall(2) of the same C library, called without releasing the GIL (see _clone_run).
 _syscall_holding_gil = ctypes.PyDLL(None, use_errno=True).syscall
 _syscall_holding_gil.restype = ctypes.c_long
+# clone(2)'s number, flags, and no new stack, parent tid, child tid or tls (see _clone_run).
+_syscall_holding_gil.argtypes = (ctypes.c_long, *[ctypes.c_ulong] * 5)
 
 
 def _typed(name, *argtypes):
@@ -221,8 +223,7 @@ def _clone_run(number):
     which does that work in the program's process.
     """
     flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
-    no_stack = [ctypes.c_ulong(0)] * 4  # stack, parent tid, child tid, tls
-    pid = _syscall_holding_gil(ctypes.c_long(number), ctypes.c_ulong(flags | SIGCHLD), *no_stack)
+    pid = _syscall_holding_gil(number, flags | SIGCHLD, 0, 0, 0, 0)
     if pid < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"clone: {os.strerror(err)}")

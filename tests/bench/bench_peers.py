@@ -58,11 +58,17 @@ import executor  # noqa: E402
 from executor.spec import RunSpec  # noqa: E402
 from tests.bench.bench_api import served  # noqa: E402
 from tests.bench.bench_executor import FLOOR, WARM_WAIT_S, modes  # noqa: E402
+from tests.bench.machine_cost import wait_until_quiet  # noqa: E402
 
 PEER_IMAGE = os.environ.get("BENCH_PEER_IMAGE", "undoable-bench-peers:latest")
 SANDBOX_IMAGE = os.environ.get("BENCH_SANDBOX_IMAGE", "undoable-sandbox:latest")
 THREADS = 8
 HUMANEVAL_AT_ONCE = 4
+# Quiet: under 10% of the machine's CPU busy over a quarter second (an idle Docker engine uses
+# ~2%), waited for at most 15 s.
+QUIET_BUSY_SHARE = 0.10
+QUIET_WINDOW_S = 0.25
+QUIET_MAX_S = 15.0
 IDLE_SANDBOXES = 4
 PRINT = "print(1+1)"
 
@@ -558,6 +564,7 @@ def main() -> None:
     all_runners = runners(set(filter(None, args.only.split(","))))
     try:
         fast = [runner for runner in all_runners if runner.humaneval_every_round]
+        waited: list[float] = []
         for rnd in range(args.rounds):
             for runner in all_runners:
                 latency(runner, args.runs)
@@ -565,11 +572,17 @@ def main() -> None:
                 if runner.humaneval and not runner.humaneval_every_round:
                     humaneval(runner, programs[rnd :: args.rounds])
             # The fast rows' sets back to back, in turn forwards and backwards: a drift
-            # within the round then weighs on each row alike.
+            # within the round then weighs on each row alike. They start on a quiet machine:
+            # Docker tears the peers' containers down for seconds after their phases.
+            waited.append(wait_until_quiet(QUIET_BUSY_SHARE, QUIET_WINDOW_S, QUIET_MAX_S))
             for runner in fast if rnd % 2 == 0 else fast[::-1]:
                 runner.before_each()
                 humaneval(runner, programs)
-            print(f"round {rnd + 1}/{args.rounds} done, load {os.getloadavg()[0]:.1f}", flush=True)
+            print(
+                f"round {rnd + 1}/{args.rounds} done, load {os.getloadavg()[0]:.1f}; "
+                f"waited {waited[-1]:.1f} s for a quiet machine before the whole sets",
+                flush=True,
+            )
         report(all_runners, len(programs))
     finally:
         for runner in all_runners:

@@ -64,6 +64,19 @@ def machine_cost(work: Callable[[], object], items: int, threads: int) -> Cost:
     )
 
 
+def wait_until_quiet(busy_share: float, window_s: float, max_s: float) -> float:
+    """Wait until the machine's CPU was busy less than `busy_share` (0-1, of every core) over a
+    whole `window_s`, or `max_s` has passed; the seconds waited."""
+    started = time.monotonic()
+    cores = os.cpu_count() or 1
+    while time.monotonic() - started < max_s:
+        before = _busy_s()
+        time.sleep(window_s)
+        if (_busy_s() - before) / (window_s * cores) < busy_share:
+            break
+    return time.monotonic() - started
+
+
 def _busy_s() -> float:
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
     return sum(int(fields[i]) for i in _BUSY_FIELDS) / os.sysconf("SC_CLK_TCK")

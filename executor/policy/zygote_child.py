@@ -125,12 +125,26 @@ def _mount(source, target, fstype, flags, data):
         raise _failed(f"mount {target.decode()}")
 
 
-def _write(path, text):
+def _write(path, data):
     fd = os.open(path, os.O_WRONLY)
     try:
-        os.write(fd, text if isinstance(text, bytes) else text.encode())
+        os.write(fd, data)
     finally:
         os.close(fd)
+
+
+def _own_id_maps():
+    """uid_map and gid_map lines mapping this process's own uid and gid, read before a new user
+    namespace leaves them unmapped."""
+    uid, gid = os.getuid(), os.getgid()
+    return b"%d %d 1" % (uid, uid), b"%d %d 1" % (gid, gid)
+
+
+def _map_own_ids(id_maps):
+    uid_map, gid_map = id_maps
+    _write("/proc/self/setgroups", b"deny")
+    _write("/proc/self/uid_map", uid_map)
+    _write("/proc/self/gid_map", gid_map)
 
 
 class _InterfaceFlags(ctypes.Structure):
@@ -183,10 +197,7 @@ def _prepared(bpf):
         "capset_buffers": (header, data),  # kept alive with their addresses
         "clone": SYS_CLONE[os.uname().machine],
         # A run's first process reads no ids of its own before it has mapped them.
-        "id_maps": (
-            b"%d %d 1" % (os.getuid(), os.getuid()),
-            b"%d %d 1" % (os.getgid(), os.getgid()),
-        ),
+        "id_maps": _own_id_maps(),
         "loopback": _InterfaceFlags(name=b"lo"),
     }
 
@@ -225,18 +236,14 @@ def _clone_run(number):
     flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
     pid = _syscall_holding_gil(number, flags | SIGCHLD, 0, 0, 0, 0)
     if pid < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"clone: {os.strerror(err)}")
+        raise _failed("clone")
     return pid
 
 
 def _enter_own_namespaces(prepared, sizes):
     """The run's namespaces, fresh from clone: its uid, hostname, loopback and scratch mounts."""
-    uid_map, gid_map = prepared["id_maps"]
     tmp_bytes, workdir_bytes = sizes
-    _write("/proc/self/setgroups", b"deny")
-    _write("/proc/self/uid_map", uid_map)
-    _write("/proc/self/gid_map", gid_map)
+    _map_own_ids(prepared["id_maps"])
     if _c_sethostname(b"sandbox", 7) != 0:
         raise _failed("sethostname")
     _loopback_up(prepared["loopback"])
@@ -263,7 +270,7 @@ def _run_init(driver, fds, sizes, prepared, caps):
     _enter_own_namespaces(prepared, sizes)
     _mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
     # Nothing in the run may create a user namespace (and regain capabilities in it).
-    _write("/proc/sys/user/max_user_namespaces", "0")
+    _write("/proc/sys/user/max_user_namespaces", b"0")
     # The host reads our pid from the kernel (SCM_CREDENTIALS), puts us in the run's cgroups,
     # and only then lets us go on: nothing of the run runs outside them.
     os.write(place, b"place")
@@ -427,11 +434,9 @@ def _confine_in_container(template_bpf, covered):
     and the template's seccomp filter, as bwrap would load it. Runs still start with a full
     set of capabilities in their own user namespaces, and load the full filter themselves.
     """
-    uid, gid = os.getuid(), os.getgid()
+    id_maps = _own_id_maps()
     _unshare(CLONE_NEWUSER | CLONE_NEWNS)
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"{uid} {uid} 1")
-    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    _map_own_ids(id_maps)
     flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
     for folder in covered:
         _mount(b"tmpfs", os.fsencode(folder), b"tmpfs", flags, b"size=4k,mode=0555")

@@ -439,8 +439,8 @@ def test_sabotage_a_run_that_keeps_its_tmp_is_caught(monkeypatch):
 def test_sabotage_a_run_that_may_make_user_namespaces_is_caught(monkeypatch):
     sabotaged_child(
         monkeypatch,
-        '    _write("/proc/sys/user/max_user_namespaces", "0")',
-        '    0 and _write("/proc/sys/user/max_user_namespaces", "0")',
+        '    _write("/proc/sys/user/max_user_namespaces", b"0")',
+        '    0 and _write("/proc/sys/user/max_user_namespaces", b"0")',
     )
     assert_caught(check_a_run_cannot_make_a_user_namespace)
 

@@ -102,6 +102,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "social_django.context_processors.backends",
                 "webapp.accounts.context_processors.login_options",
+                "webapp.workspaces.context_processors.changes_waiting",
             ],
         },
     },

@@ -122,7 +122,7 @@ print(run.status, repr(text))
 assert run.status == "succeeded" and "from a worker" in text, (run.status, run.error)
 PY
 
-say "db runs on worker-kinds (bubblewrap): one kept on the workspace web sees, one hostile undone"
+say "db runs on worker-kinds (bubblewrap): one kept on the workspace web sees, one hostile discarded"
 compose exec -T -u undoable web python3 manage.py shell <<'PY'
 import socket, sqlite3, time
 from django.contrib.auth import get_user_model
@@ -144,13 +144,13 @@ def db_run(code, *, keep):
     run.refresh_from_db()
     change = PendingChange.objects.get(run=run)
     assert change.status == ChangeStatus.PENDING, (run.status, run.error, change.message)
-    ws.change_keep(change=change) if keep else ws.change_undo(change=change)
+    ws.change_keep(change=change) if keep else ws.change_discard(change=change)
     # The transaction is held by worker-kinds, which sees the choice in the database.
-    settled = (ChangeStatus.KEPT, ChangeStatus.UNDONE)
+    settled = (ChangeStatus.KEPT, ChangeStatus.DISCARDED)
     while time.monotonic() < deadline and PendingChange.objects.get(pk=change.pk).status not in settled:
         time.sleep(0.2)
     change.refresh_from_db()
-    assert change.status == (ChangeStatus.KEPT if keep else ChangeStatus.UNDONE), change.message
+    assert change.status == (ChangeStatus.KEPT if keep else ChangeStatus.DISCARDED), change.message
     text = "".join(run.chunks.values_list("text", flat=True))
     print(run.status, run.worker, text, sep="\n")
     assert run.worker.startswith("kinds@"), run.worker

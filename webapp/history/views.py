@@ -16,7 +16,8 @@ from webapp.history.selectors import history_list_for_user
 from webapp.history.services import query_delete
 from webapp.queries.models import QueryKind
 from webapp.queries.selectors import get_query_for_user
-from webapp.runs.services import ConfirmationRequired, query_run
+from webapp.runs.services import ConfirmationRequired, CredentialsMissing, query_run
+from webapp.workspaces.models import ChangeStatus
 
 PAGE_SIZE = 20
 CREDENTIAL_FIELD = "credential:"
@@ -26,10 +27,16 @@ CREDENTIAL_FIELD = "credential:"
 @require_GET
 def history_list_view(request: AuthedHttpRequest) -> HttpResponse:
     search = request.GET.get("q", "")
-    page = Paginator(history_list_for_user(request.user, search=search), PAGE_SIZE).get_page(
-        request.GET.get("page")
+    waiting = request.GET.get("waiting") == "1"
+    queries = history_list_for_user(request.user, search=search, waiting=waiting)
+    page = Paginator(queries, PAGE_SIZE).get_page(request.GET.get("page"))
+    for query in page.object_list:
+        # The change's words, as its panel says them (shared/DESIGN.md's vocabulary).
+        status = query.last_change_status  # type: ignore[attr-defined]
+        query.change_label = ChangeStatus(status).label if status else ""  # type: ignore[attr-defined]
+    return render(
+        request, "history/list.html", {"page": page, "search": search, "waiting": waiting}
     )
-    return render(request, "history/list.html", {"page": page, "search": search})
 
 
 @sensitive_post_parameters()  # credential values arrive in this POST: keep them out of reports
@@ -51,6 +58,10 @@ def history_rerun_view(request: HttpRequest, query_id: int) -> HttpResponse:
         run = query_run(
             query=query, credentials=credentials, confirm=request.POST.get("confirm", "")
         )
+    except CredentialsMissing as refused:
+        # No run was created: the query's page says which credential, beside its Run button.
+        messages.error(request, str(refused))
+        return redirect("queries:query-detail", query_id=query.pk)
     except ConfirmationRequired as refused:
         # Irreversible: the query's page asks for the typed confirmation.
         messages.error(request, str(refused))

@@ -36,6 +36,23 @@ class ConfirmationRequired(PermissionDenied):
     """
 
 
+class CredentialsMissing(PermissionDenied):
+    """A run needs credentials the request did not carry: no Run is created, and the page says
+    which (`names`) beside its Run button. A PermissionDenied, like ConfirmationRequired."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        super().__init__(
+            f"Missing credential: {', '.join(names)}. Nothing was run: add it in the "
+            "Credentials card (it stays in this browser), then run again."
+        )
+
+
+def credentials_missing(*, query: Query, credentials: dict[str, str]) -> list[str]:
+    """The query's credential names the request carried no value for."""
+    return [name for name in query.credential_names if not credentials.get(name)]
+
+
 def run_propose_fix(*, run: Run) -> llm.Fix:
     """Ask the LLM to correct a failed run's code from its (already masked) output."""
     from webapp.runs.selectors import run_output_text
@@ -84,7 +101,7 @@ def run_start(
     connected service's token was not granted (`grants`: the receipts the browser keeps).
     """
     needed = list(run.query.credential_names)
-    missing = [name for name in needed if not credentials.get(name)]
+    missing = credentials_missing(query=run.query, credentials=credentials)
     if not run.code.strip():
         return run_fail(run=run, error="There is no code to run.")
     if missing:
@@ -131,13 +148,18 @@ def query_run(
     """Create and start a run of the query's current code.
 
     Raises ConfirmationRequired (no Run created) for a forward run of an irreversible query
-    unless `confirm` is CONFIRM_PHRASE.
+    unless `confirm` is CONFIRM_PHRASE, and CredentialsMissing (no Run created either) when a
+    credential the query needs has no value.
     """
     if confirmation_needed(query=query, direction=direction, confirm=confirm):
         logger.info("irreversible run refused", extra={"query_id": query.pk})
         raise ConfirmationRequired(
             f'This action may not be undoable. Type "{CONFIRM_PHRASE}" to confirm the run.'
         )
+    missing = credentials_missing(query=query, credentials=credentials or {})
+    if missing:
+        logger.info("run refused: credential missing", extra={"query_id": query.pk})
+        raise CredentialsMissing(missing)
     return run_start(
         run=run_create(query=query, direction=direction),
         credentials=credentials or {},

@@ -88,6 +88,8 @@ def run_create(request: HttpRequest, query_id: int) -> JsonResponse:
         )
     except services.ConfirmationRequired as exc:
         return JsonResponse({"error": str(exc)}, status=400)
+    except services.CredentialsMissing as exc:
+        return JsonResponse({"error": str(exc), "missing_credentials": exc.names}, status=400)
     return JsonResponse(
         {
             "run": status_payload(run),

@@ -1,10 +1,11 @@
-"""The db kind on the worker: the host holds the run's transaction until Keep, Undo or timeout.
+"""The db kind on the worker: the host holds the run's transaction until Keep, Discard or timeout.
 
 The sandbox only sends statements to the host's broker (executor/kinds/db.py); once the code
 has run, the run is over and its worker slot free. A holder thread keeps the transaction open
-in this process and waits for the person's choice, which the Keep/Undo services write to the
+in this process and waits for the person's choice, which the Keep/Discard services write to the
 PendingChange row (decisions.py wakes it at once in this process; from any other, it notices
-the row within POLL_S). Nobody choosing within UNDOABLE_DB_PENDING_TIMEOUT_S rolls it back.
+the row within POLL_S). Nobody choosing within UNDOABLE_DB_PENDING_TIMEOUT_S discards it
+(rolls it back), and the change says so.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from webapp.workspaces.services import (
     workspace_for_query,
     workspace_fs,
 )
+from webapp.workspaces.statement_outcome import statement_outcome
 
 logger = logging.getLogger(__name__)
 POLL_S = 0.5
@@ -82,7 +84,7 @@ def db_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
             outcome = job.finish(result)
             change.changes = statement_list(outcome.log)
             if outcome.pending is None:
-                change_set(change, ChangeStatus.DISCARDED, outcome.message)
+                change_set(change, ChangeStatus.FAILED, outcome.message)
                 return
             timeout_s = pending_timeout_s()
             decisions.listen(change.pk)  # before PENDING shows: a Keep must find its holder
@@ -103,7 +105,7 @@ def db_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
             if not kind_run.finished:
                 change_set(
                     change,
-                    ChangeStatus.DISCARDED,
+                    ChangeStatus.FAILED,
                     "The run did not start; the transaction was rolled back.",
                 )
 
@@ -116,11 +118,14 @@ def statement_list(log: StatementLog) -> list[dict]:
             "action": "statement",
             "kind": "sql",
             "diff": "",
-            "summary": entry["outcome"],
+            "summary": statement_outcome(entry["sql"], entry["outcome"]),
             "refused": entry["outcome"] if entry["outcome"].startswith("refused") else "",
         }
         for entry in log.entries
     ]
+
+
+TIMEOUT_REASON = "Discarded automatically: nobody chose Keep or Discard in time (rolled back)."
 
 
 def _listing_note(log: StatementLog) -> str:
@@ -129,7 +134,7 @@ def _listing_note(log: StatementLog) -> str:
 
 
 def hold_transaction(change_id: int, pending: PendingDb, timeout_s: float) -> None:
-    """Wait for Keep or Undo (or the deadline) and apply it to the held transaction."""
+    """Wait for Keep or Discard (or the deadline) and apply it to the held transaction."""
     wake = decisions.listen(change_id).wake
     close_old_connections()
     deadline = time.monotonic() + timeout_s
@@ -147,11 +152,12 @@ def hold_transaction(change_id: int, pending: PendingDb, timeout_s: float) -> No
             except DatabaseError:  # the database restarting: keep holding, ask again
                 close_old_connections()
                 continue
-            if status in (ChangeStatus.KEEP_REQUESTED, ChangeStatus.UNDO_REQUESTED, None):
-                choice = "keep" if status == ChangeStatus.KEEP_REQUESTED else "undo"
+            if status in (ChangeStatus.KEEP_REQUESTED, ChangeStatus.DISCARD_REQUESTED, None):
+                choice = "keep" if status == ChangeStatus.KEEP_REQUESTED else "discard"
                 break
         status, message = _apply(pending, choice)
-        change_settle(change_id=change_id, status=status, message=message)
+        timed_out = choice == "timeout" and status == ChangeStatus.DISCARDED
+        change_settle(change_id=change_id, status=status, message=message, timed_out=timed_out)
         logger.info(
             "db change settled", extra={"change_id": change_id, "status": status, "choice": choice}
         )
@@ -171,10 +177,7 @@ def _apply(pending: PendingDb, choice: str) -> tuple[str, str]:
             return ChangeStatus.KEPT, "Committed."
         pending.undo()
     except ExecutorError as exc:
-        return ChangeStatus.DISCARDED, f"{exc} The transaction was rolled back."
+        return ChangeStatus.FAILED, f"{exc} The transaction was rolled back."
     if choice == "timeout":
-        return (
-            ChangeStatus.ROLLED_BACK_TIMEOUT,
-            "Nobody chose in time: rolled back automatically.",
-        )
-    return ChangeStatus.UNDONE, "Rolled back."
+        return ChangeStatus.DISCARDED, TIMEOUT_REASON
+    return ChangeStatus.DISCARDED, "Discarded; the transaction was rolled back."

@@ -1,4 +1,4 @@
-"""A query's workspace (its files) and the change a forward run leaves awaiting Keep or Undo."""
+"""A query's workspace (its files) and the change a run leaves waiting for Keep or Discard."""
 
 from __future__ import annotations
 
@@ -62,26 +62,29 @@ class Workspace(models.Model):
 
 
 class ChangeStatus(models.TextChoices):
+    """The words of shared/DESIGN.md: Keep applies a pending change (`kept`), Discard throws it
+    away (`discarded`, by the person or by the pending timeout; `message` says which), and a run
+    that failed leaves nothing to decide (`failed`)."""
+
     RUNNING = "running", "Running"
-    PENDING = "pending", "Awaiting Keep or Undo"
+    PENDING = "pending", "Waiting for Keep or Discard"
     KEEP_REQUESTED = "keep_requested", "Keeping…"
-    UNDO_REQUESTED = "undo_requested", "Undoing…"
+    DISCARD_REQUESTED = "discard_requested", "Discarding…"
     KEPT = "kept", "Kept"
-    UNDONE = "undone", "Undone"
-    ROLLED_BACK_TIMEOUT = "rolled_back_timeout", "Rolled back after timeout"
-    DISCARDED = "discarded", "Discarded (the run failed)"
+    DISCARDED = "discarded", "Discarded"
+    FAILED = "failed", "Failed: nothing was applied"
 
 
 OPEN_STATUSES = (
     ChangeStatus.RUNNING,
     ChangeStatus.PENDING,
     ChangeStatus.KEEP_REQUESTED,
-    ChangeStatus.UNDO_REQUESTED,
+    ChangeStatus.DISCARD_REQUESTED,
 )
 
 
 class PendingChange(models.Model):
-    """What one fs/db run changed, until the person keeps or undoes it."""
+    """What one fs/db run changed, until the person keeps or discards it."""
 
     run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="pending_change")
     kind = models.CharField(max_length=8)  # fs | db
@@ -91,6 +94,8 @@ class PendingChange(models.Model):
     changes = models.JSONField(default=list, blank=True)  # FsChange.as_dict() items
     engine = models.CharField(max_length=16, blank=True)  # db kind: sqlite | postgres
     deadline = models.DateTimeField(null=True, blank=True)  # db kind: automatic rollback
+    # Discarded by the pending timeout rather than by the person (the page says so).
+    timed_out = models.BooleanField(default=False)
     message = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

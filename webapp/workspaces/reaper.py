@@ -35,8 +35,13 @@ def changes_reap(*, now: dt.datetime | None = None) -> list[int]:
     ) | PendingChange.objects.filter(kind="db", status__in=OPEN_STATUSES, deadline__lt=before)
     ended = []
     for change in orphaned.select_related("run__query"):
+        # A change still `running` never became a choice (its run ended without settling it);
+        # one that waited for a decision is thrown away, with the reason.
+        ended_as = (
+            ChangeStatus.FAILED if change.status == ChangeStatus.RUNNING else ChangeStatus.DISCARDED
+        )
         if not PendingChange.objects.filter(pk=change.pk, status=change.status).update(
-            status=ChangeStatus.DISCARDED, message=HOLDER_LOST, updated_at=now
+            status=ended_as, message=HOLDER_LOST, updated_at=now
         ):
             continue
         # Whatever the run left in the workspace's pending state (a copy or a reservation)

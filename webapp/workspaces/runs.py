@@ -93,13 +93,11 @@ def fs_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
             elif result.ok and not outcome.cap and outcome.total == 0:
                 change_set(change, ChangeStatus.KEPT, outcome.message)
             else:
-                change_set(change, ChangeStatus.DISCARDED, outcome.message)
+                change_set(change, ChangeStatus.FAILED, outcome.message)
 
         kind_run = KindJob(job.spec, job.limits, job.mounts, settle)
         try:
             yield kind_run
         finally:
             if not kind_run.finished:
-                change_set(
-                    change, ChangeStatus.DISCARDED, "The run did not start; nothing changed."
-                )
+                change_set(change, ChangeStatus.FAILED, "The run did not start; nothing changed.")

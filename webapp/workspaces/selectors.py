@@ -12,10 +12,11 @@ from django.utils import timezone
 from webapp import llm
 from webapp.queries.models import Query
 from webapp.runs.models import Run, RunDirection, RunStatus
-from webapp.workspaces.models import PendingChange, Workspace
+from webapp.workspaces.models import ChangeStatus, PendingChange, Workspace
 from webapp.workspaces.services import workspace_for_query
 
 MAX_LISTED = 200
+MAX_WAITING_LISTED = 100
 
 
 def get_change_for_user(user: User | AnonymousUser, change_id: int) -> PendingChange:
@@ -83,3 +84,14 @@ def workspace_listing(workspace: Workspace) -> list[dict[str, Any]]:
             if len(entries) >= MAX_LISTED:
                 return entries
     return entries
+
+
+def changes_waiting_for_user(user: User | AnonymousUser) -> list[PendingChange]:
+    """The person's changes waiting for Keep or Discard, oldest first (none for a visitor)."""
+    if not user.is_authenticated:
+        return []
+    return list(
+        PendingChange.objects.filter(run__query__owner=user, status=ChangeStatus.PENDING)
+        .select_related("run")
+        .order_by("created_at", "id")[:MAX_WAITING_LISTED]
+    )

@@ -91,14 +91,14 @@ def change_keep(*, change: PendingChange) -> PendingChange:
     return _decide(change, keep=True)
 
 
-def change_undo(*, change: PendingChange) -> PendingChange:
-    """Undo: discard an fs change now, or ask the db run's relay to roll back."""
+def change_discard(*, change: PendingChange) -> PendingChange:
+    """Discard: throw an fs change away now, or ask the db run's relay to roll back."""
     return _decide(change, keep=False)
 
 
 def _decide(change: PendingChange, *, keep: bool) -> PendingChange:
     if change.kind == "db":
-        wanted = ChangeStatus.KEEP_REQUESTED if keep else ChangeStatus.UNDO_REQUESTED
+        wanted = ChangeStatus.KEEP_REQUESTED if keep else ChangeStatus.DISCARD_REQUESTED
         updated = PendingChange.objects.filter(pk=change.pk, status=ChangeStatus.PENDING).update(
             status=wanted, updated_at=timezone.now()
         )
@@ -122,14 +122,17 @@ def _decide(change: PendingChange, *, keep: bool) -> PendingChange:
         change_set(change, ChangeStatus.KEPT, "Applied to the workspace.")
     else:
         pending.undo()
-        change_set(change, ChangeStatus.UNDONE, "Discarded; the workspace is as before.")
+        change_set(change, ChangeStatus.DISCARDED, "Discarded; the workspace is as before.")
     return change
 
 
-def change_set(change: PendingChange, status: str, message: str) -> None:
+def change_set(
+    change: PendingChange, status: str, message: str, *, timed_out: bool = False
+) -> None:
     """Record how a run's change ended (or that it awaits a choice), and tell its page."""
     change.status = status
     change.message = message
+    change.timed_out = timed_out
     change.updated_at = timezone.now()
     change.save()
     logger.info(
@@ -139,11 +142,11 @@ def change_set(change: PendingChange, status: str, message: str) -> None:
     change_publish(change)
 
 
-def change_settle(*, change_id: int, status: str, message: str) -> None:
+def change_settle(*, change_id: int, status: str, message: str, timed_out: bool = False) -> None:
     """The db holder's last word on its change; nothing if the row is gone (run deleted)."""
     change = PendingChange.objects.filter(pk=change_id).first()
     if change is not None:
-        change_set(change, status, message)
+        change_set(change, status, message, timed_out=timed_out)
 
 
 def change_publish(change: PendingChange) -> None:

@@ -15,5 +15,5 @@ urlpatterns = [
         name="regenerate-reverse",
     ),
     path("changes/<int:change_id>/keep", views.change_keep, name="change-keep"),
-    path("changes/<int:change_id>/undo", views.change_undo, name="change-undo"),
+    path("changes/<int:change_id>/discard", views.change_discard, name="change-discard"),
 ]

@@ -111,10 +111,10 @@ def change_keep(request: HttpRequest, change_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def change_undo(request: HttpRequest, change_id: int) -> HttpResponse:
+def change_discard(request: HttpRequest, change_id: int) -> HttpResponse:
     change = get_change_for_user(request.user, change_id)
     try:
-        services.change_undo(change=change)
+        services.change_discard(change=change)
     except ExecutorError as exc:
         return _decided(request, change, f"Discard failed: {exc}")
     return _decided(request, change, "")

@@ -107,12 +107,11 @@ def test_re_run_starts_a_new_forward_run_with_only_the_needed_credentials(
     assert credentials_take(run_id=run.pk) == {"SLACK_TOKEN": "xoxb-rerun"}
 
 
-def test_re_run_without_a_needed_credential_fails_naming_it(owner, owner_client) -> None:
+def test_re_run_without_a_needed_credential_runs_nothing_and_names_it(owner, owner_client) -> None:
     query = QueryFactory(owner=owner, credential_names=["SLACK_TOKEN"])
-    owner_client.post(reverse("history:rerun", args=[query.pk]))
-    run = Run.objects.get(query=query)
-    assert run.status == RunStatus.FAILED
-    assert "SLACK_TOKEN" in run.error
+    response = owner_client.post(reverse("history:rerun", args=[query.pk]), follow=True)
+    assert not Run.objects.filter(query=query).exists()
+    assert "Missing credential: SLACK_TOKEN." in response.content.decode()
 
 
 def test_re_run_of_an_irreversible_query_sends_the_person_to_confirm_on_its_page(

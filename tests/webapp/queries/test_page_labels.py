@@ -1,4 +1,5 @@
-"""The query page names its two undo actions apart and explains each (issue 16, finding 8)."""
+"""The query page names its two ways back apart and explains each (issue 16, finding 8): Discard
+throws a pending change away, Undo runs the reverse program (issue 42's vocabulary)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ def test_the_reverse_program_button_says_what_it_runs(owner, owner_client) -> No
     page = owner_client.get(reverse("queries:query-detail", args=[query.pk])).content.decode()
     assert ">Run reverse program</button>" in page
     assert "Run undo" not in page
-    assert 'title="Runs the reverse code' in page
+    assert 'title="Undo: runs the reverse code' in page
+    assert "Discard throws it away." in page
 
 
 def test_a_pending_change_is_kept_or_discarded_with_a_tooltip_for_each(owner, owner_client) -> None:
@@ -30,9 +32,9 @@ def test_a_pending_change_is_kept_or_discarded_with_a_tooltip_for_each(owner, ow
         'data-testid="keep" title="Apply this change for good (commit the transaction).">Keep<'
         in panel
     )
-    assert ">Discard changes</button>" in panel
+    assert ">Discard</button>" in panel
     assert (
-        'data-testid="undo" title="Throw this pending change away (roll the transaction back)'
+        'data-testid="discard" title="Throw this pending change away (roll the transaction back)'
         in panel
     )
 

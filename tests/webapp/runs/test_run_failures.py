@@ -76,13 +76,13 @@ def test_a_failed_run_logs_one_line_with_its_id_and_reason(caplog) -> None:
 
 def test_a_run_refused_before_it_started_logs_why(owner, caplog) -> None:
     query = QueryFactory(owner=owner, kind="rest", credential_names=["SLACK_TOKEN"])
-    with caplog.at_level(logging.INFO, logger="webapp.runs"):
-        run = services.query_run(query=query, credentials={})
-    failed = [r for r in run_lines(caplog) if r.getMessage() == "run failed"]
-    assert [(r.run_id, r.reason) for r in failed] == [  # type: ignore[attr-defined]
-        (run.pk, "Missing credential: SLACK_TOKEN. Nothing was run.")
-    ]
-    assert status_payload(run)["failure"] == "missing_credential"
+    with (
+        caplog.at_level(logging.INFO, logger="webapp.runs"),
+        pytest.raises(services.CredentialsMissing),
+    ):
+        services.query_run(query=query, credentials={})
+    refused = [r for r in run_lines(caplog) if r.getMessage() == "run refused: credential missing"]
+    assert [r.query_id for r in refused] == [query.pk]  # type: ignore[attr-defined]
 
 
 def test_a_succeeded_run_logs_no_failure(caplog) -> None:
@@ -110,3 +110,18 @@ def test_the_page_hides_the_reason_when_the_last_run_succeeded(owner, owner_clie
     RunFactory(query=query, status=RunStatus.SUCCEEDED, exit_code=0)
     page = owner_client.get(reverse("queries:query-detail", args=[query.pk])).content.decode()
     assert 'data-testid="run-reason" role="alert" data-failure="" hidden>' in page
+
+
+def test_deny_the_run_call_without_a_needed_credential_answers_400_and_creates_no_run(
+    owner, owner_client
+) -> None:
+    query = QueryFactory(owner=owner, kind="rest", credential_names=["SLACK_TOKEN"])
+    response = owner_client.post(
+        reverse("runs:run-create", args=[query.pk]),
+        {"forward_code": "print(1)\n", "reverse_code": "", "credentials": {}},
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    assert response.json()["missing_credentials"] == ["SLACK_TOKEN"]
+    assert "Missing credential: SLACK_TOKEN." in response.json()["error"]
+    assert not query.runs.exists()

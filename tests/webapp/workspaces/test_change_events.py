@@ -71,7 +71,7 @@ async def test_keeping_a_change_publishes_change_updated_to_the_run_group(awaiti
 async def test_a_signed_out_watcher_gets_no_change_event(awaiting_keep) -> None:
     communicator = await run_socket(awaiting_keep)
     await database_sync_to_async(_sign_everyone_out)()
-    await database_sync_to_async(ws.change_undo)(change=awaiting_keep)
+    await database_sync_to_async(ws.change_discard)(change=awaiting_keep)
     while (output := await communicator.receive_output(timeout=TIMEOUT))["type"] != (
         "websocket.close"
     ):

@@ -69,11 +69,11 @@ def test_keep_by_fetch_answers_with_the_kept_panel(owner, owner_client):
 @pytest.mark.usefixtures("threads_runner")
 def test_discard_by_a_plain_form_goes_back_to_the_page(owner, owner_client):
     change = a_run_awaiting_keep(owner)
-    response = owner_client.post(reverse("workspaces:change-undo", args=[change.pk]))
+    response = owner_client.post(reverse("workspaces:change-discard", args=[change.pk]))
     assert response.status_code == 302
     assert response.url == reverse("queries:query-detail", args=[change.run.query_id])
     change.refresh_from_db()
-    assert change.status == ChangeStatus.UNDONE
+    assert change.status == ChangeStatus.DISCARDED
 
 
 def test_keep_of_a_change_nothing_waits_for_answers_409_with_the_reason(owner, owner_client):

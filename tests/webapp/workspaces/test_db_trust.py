@@ -64,8 +64,8 @@ def output(run: Run) -> str:
     return "".join(run.chunks.values_list("text", flat=True))
 
 
-def undone(change: PendingChange) -> PendingChange:
-    return ws.change_undo(change=change)
+def discarded(change: PendingChange) -> PendingChange:
+    return ws.change_discard(change=change)
 
 
 # Finding 1: the code replaced the sandboxed driver's decision and committed itself.
@@ -109,7 +109,10 @@ def self_commit_breaches(url: str) -> list[str]:
     found = []
     if balances(url) != [("ana", 10), ("bo", 20)]:
         found.append(f"committed before any choice: {balances(url)}")
-    if undone(change).status != ChangeStatus.UNDONE or balances(url) != [("ana", 10), ("bo", 20)]:
+    if discarded(change).status != ChangeStatus.DISCARDED or balances(url) != [
+        ("ana", 10),
+        ("bo", 20),
+    ]:
         found.append(f"Undo did not roll back: {balances(url)}")
     return found
 
@@ -141,7 +144,7 @@ print(' '.join(found)[::-1])
 
 def credential_breaches(url: str) -> list[str]:
     run, change = run_pending(HUNT_CREDENTIAL, url=url)
-    undone(change)
+    discarded(change)
     seen = output(run)
     return [
         where for where, text in (("plain", PASSWORD), ("reversed", PASSWORD[::-1])) if text in seen
@@ -178,7 +181,7 @@ def attach_code(bait: Path) -> str:
 def host_file_breaches(bait: Path) -> list[str]:
     run, change = run_pending(attach_code(bait))
     if change.status == ChangeStatus.PENDING:
-        undone(change)
+        discarded(change)
     return ["read a host file through ATTACH"] if "host-secret" in output(run) else []
 
 

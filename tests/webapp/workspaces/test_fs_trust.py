@@ -143,7 +143,7 @@ def test_deny_a_1100_deep_tree_is_refused_whole_and_the_workspace_stays_usable()
     query = QueryFactory(kind="fs", forward_code=deep(1_100))
     run, change = run_query(query)
     assert run.status == RunStatus.SUCCEEDED
-    assert change.status == ChangeStatus.DISCARDED
+    assert change.status == ChangeStatus.FAILED
     assert change.message == (
         "Nothing was kept: the run's workspace broke a cap (folders are nested more than 128 deep)."
     )
@@ -158,7 +158,7 @@ def test_sabotage_without_the_depth_cap_a_1100_deep_tree_awaits_keep(monkeypatch
     monkeypatch.setattr(fs_walk, "MAX_DEPTH", 100_000)
     _, change = run_code(deep(1_100))
     assert change.status == ChangeStatus.PENDING
-    ws.change_undo(change=change)
+    ws.change_discard(change=change)
 
 
 MANY = "import os\nfor i in range(10_000):\n    open(f'{i:05}.txt','w').write('y' * 1024)\n"
@@ -180,7 +180,7 @@ def test_sabotage_without_the_listing_caps_the_row_holds_every_change(monkeypatc
     _, change = run_code(MANY)
     assert len(change.changes) == 10_000
     assert len(json.dumps(change.changes)) > 512 * 1024
-    ws.change_undo(change=change)
+    ws.change_discard(change=change)
 
 
 FIFO = "import os\nos.mkfifo('pipe')\nopen('after.txt','w').write('x')\n"
@@ -201,7 +201,7 @@ def test_sabotage_without_the_special_file_check_the_fifo_is_offered(monkeypatch
     monkeypatch.setattr(fs_tree, "_refusal", lambda rel, entry: "")
     _, change = run_code(FIFO)
     assert {c["path"]: c["refused"] for c in change.changes} == {"after.txt": "", "pipe": ""}
-    ws.change_undo(change=change)
+    ws.change_discard(change=change)
 
 
 # 600 MiB in 15 MiB files (each under the 16 MiB file-size limit) against the 256 MiB quota.
@@ -220,7 +220,7 @@ def test_deny_a_run_past_the_workspace_quota_gets_enospc_and_the_host_is_fine():
     run, change = run_query(query)
     output = "".join(run.chunks.values_list("text", flat=True))
     assert "errno ENOSPC" in output
-    assert change.status == ChangeStatus.DISCARDED
+    assert change.status == ChangeStatus.FAILED
     state = ws.workspace_for_query(query).state_dir
     assert not quota.is_mounted(state / "pending")
     assert sorted(os.listdir(state)) == ["lock"]
@@ -232,7 +232,7 @@ def test_sabotage_without_the_quota_mount_the_run_writes_600_mib(monkeypatch):
     run, change = run_code(FILL)
     assert run.status == RunStatus.SUCCEEDED
     assert len(change.changes) == 40
-    ws.change_undo(change=change)
+    ws.change_discard(change=change)
 
 
 def test_a_file_replaced_by_a_folder_is_kept():

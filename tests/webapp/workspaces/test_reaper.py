@@ -36,6 +36,8 @@ def test_a_db_change_past_its_deadline_with_no_holder_ends_and_frees_the_workspa
 def test_a_running_change_whose_run_was_reaped_ends_and_frees_the_workspace():
     change = reserved_change(kind="fs", status=ChangeStatus.RUNNING, run_status=RunStatus.FAILED)
     assert changes_reap() == [change.pk]
+    change.refresh_from_db()
+    assert change.status == ChangeStatus.FAILED  # it never waited for a decision
     assert ws.workspace_fs(ws.workspace_for_query(change.run.query)).pending() is None
 
 

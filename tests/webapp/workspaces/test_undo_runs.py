@@ -46,7 +46,7 @@ def test_an_fs_run_waits_for_keep_and_undo_restores_nothing_changed():
     change = change_of(run)
     assert change.status == ChangeStatus.PENDING
     assert [(c["path"], c["action"]) for c in change.changes] == [("joke.txt", "added")]
-    ws.change_undo(change=change)
+    ws.change_discard(change=change)
     assert not (workspace.root / "joke.txt").exists()
     with pytest.raises(NothingPending):
         ws.change_keep(change=change_of(run))
@@ -78,7 +78,7 @@ def test_a_db_run_holds_its_transaction_until_undo():
     assert run.status == RunStatus.SUCCEEDED
     assert awaiting_choice(run)
     assert change_of(run).deadline is not None
-    assert ws.change_undo(change=change_of(run)).status == ChangeStatus.UNDONE
+    assert ws.change_discard(change=change_of(run)).status == ChangeStatus.DISCARDED
     conn = sqlite3.connect(workspace.root / "database.sqlite3")
     assert conn.execute("SELECT name FROM sqlite_master").fetchall() == []
     conn.close()
@@ -103,17 +103,18 @@ def test_a_db_run_kept_commits_three_users():
     conn.close()
 
 
-def test_a_pending_db_transaction_rolls_back_after_the_timeout():
+def test_a_pending_db_transaction_is_discarded_after_the_timeout_with_the_reason():
     query = QueryFactory(kind="db", forward_code="db.execute('CREATE TABLE t (x)')\n")
     workspace = ws.workspace_for_query(query)
     with override_settings(UNDOABLE_DB_PENDING_TIMEOUT_S=1):
         run = finished(services.query_run(query=query))
     wait_until(
-        lambda: change_of(run).status == ChangeStatus.ROLLED_BACK_TIMEOUT,
+        lambda: change_of(run).status == ChangeStatus.DISCARDED,
         timeout=10,
         what="the automatic rollback",
     )
-    assert "rolled back automatically" in change_of(run).message
+    assert change_of(run).timed_out
+    assert "nobody chose Keep or Discard in time" in change_of(run).message
     assert not (workspace.root / "database.sqlite3").exists()
     assert ws.workspace_fs(workspace).pending() is None
 

@@ -16,7 +16,8 @@
   var saveState = document.querySelector("[data-save-state]");
   var runLabel = document.querySelector("[data-console-run]");
   var reasonBox = document.querySelector("[data-run-reason]");
-  var goCredentials = document.querySelector("[data-go-credentials]");
+  var goCredentials = reasonBox.querySelector("[data-go-credentials]");
+  var runNeeds = document.querySelector("[data-run-needs]");
   var imagesBox = document.querySelector("[data-run-images]");
   var dark = window.UndoableTheme ? window.UndoableTheme.isDark() : false;
   var editors = {};
@@ -192,14 +193,19 @@
     if (current && current.final && !final) return;
     if (current) current.final = final;
     badge.className = "status-badge status-" + status.status;
-    badge.textContent = describe(status);
+    badge.textContent = badge.dataset.described = describe(status);
     badge.setAttribute("data-status", status.status);
+    // static/workspaces/panel.js says "awaiting your decision" while this run's change waits.
+    if (status.run_id !== undefined) badge.dataset.runId = String(status.run_id);
     stopButton.disabled = final;
     // The model can only help when the program itself failed, not a missing credential or a limit.
     if (fixButton) fixButton.hidden = !(final && status.failure === "program");
     showReason(final ? status : null);
     if (final) showImages(status);
-    if (final && consoleView.isEmpty()) consoleView.hint("This run printed nothing.");
+    // A run refused before it started has its reason below the console: the console only
+    // points there, so the two never contradict each other.
+    var notStarted = status.failure === "missing_credential" || status.failure === "missing_scope";
+    if (final && consoleView.isEmpty()) consoleView.hint(notStarted ? "The run did not start: see why below." : "This run printed nothing.");
     if (final) refreshRunList();
     announce("undoable:run-status", status);
   }
@@ -216,8 +222,13 @@
     reasonBox.hidden = !kind;
     reasonBox.setAttribute("data-failure", kind || "");
     reasonBox.querySelector("[data-run-reason-why]").textContent = kind ? status.reason : "";
-    reasonBox.querySelector("[data-run-reason-next]").textContent = kind ? status.next_step : "";
-    goCredentials.hidden = kind !== "missing_credential" && kind !== "missing_scope";
+    var toCard = kind === "missing_credential" || kind === "missing_scope";
+    var next = reasonBox.querySelector("[data-run-reason-next]");
+    next.textContent = kind ? status.next_step : "";
+    // A missing credential's next step is the link itself: said once, not twice.
+    next.hidden = kind === "missing_credential";
+    goCredentials.hidden = !toCard;
+    goCredentials.textContent = kind === "missing_scope" ? "Go to the Connections panel" : "Add it in the Credentials card, then run again";
   }
 
   // The images a finished run left in its output folder, as <img> only: an SVG's scripts never
@@ -249,7 +260,7 @@
     imagesBox.hidden = true;
   }
 
-  goCredentials.addEventListener("click", function (event) {
+  function toCredentials(event) {
     var card = document.getElementById("credentials");
     var name = card.querySelector("[data-credential-input-name]");
     var value = card.querySelector("[data-credential-input-value]");
@@ -259,7 +270,23 @@
     var missing = window.UndoableCredentials ? window.UndoableCredentials.missing(data.credentialNames || []) : [];
     if (missing.length && !name.value) name.value = missing[0];
     (name.value ? value : name).focus();
+  }
+  document.querySelectorAll("[data-go-credentials]").forEach(function (link) {
+    link.addEventListener("click", toCredentials);
   });
+
+  // A run needs every credential its query names: while one is not in this browser, Run is off
+  // and says which, beside it (the server refuses such a run too, and creates none).
+  function missingCredentials() {
+    return window.UndoableCredentials ? window.UndoableCredentials.missing(data.credentialNames || []) : [];
+  }
+
+  function showRunNeeds(missing) {
+    runNeeds.hidden = missing.length === 0;
+    runNeeds.querySelector("[data-run-needs-names]").textContent = missing.join(", ");
+    document.querySelectorAll("[data-run]").forEach(function (b) { b.disabled = missing.length > 0; });
+  }
+  document.addEventListener("undoable:credentials-changed", function () { showRunNeeds(missingCredentials()); });
 
   function follow(run) {
     if (current && current.stream) current.stream.close();
@@ -292,6 +319,11 @@
   }
 
   function startRun(side) {
+    var missing = missingCredentials();
+    if (missing.length) {
+      showRunNeeds(missing);
+      return Promise.resolve();
+    }
     var confirm = confirmation(side);
     if (confirm === null) {
       saveState.textContent = "Not run: the run was not confirmed.";
@@ -315,15 +347,15 @@
     }, function (error) {
       saveState.textContent = "Could not start the run: " + error.message;
     }).then(function () {
-      document.querySelectorAll("[data-run]").forEach(function (b) { b.disabled = false; });
+      showRunNeeds(missingCredentials());
     });
   }
 
   // The buttons come disabled from the server: a click before this script ran would do nothing.
   document.querySelectorAll("[data-run]").forEach(function (button) {
     button.addEventListener("click", function () { startRun(button.getAttribute("data-run")); });
-    button.disabled = false;
   });
+  showRunNeeds(missingCredentials());
 
   stopButton.addEventListener("click", function () {
     if (!current) return;

@@ -1,6 +1,6 @@
 // The workspace panel. Its body comes with the page; the run's websocket says when the change
 // moved on (query.js passes that on as "undoable:change" and "undoable:run-status" events) and
-// the body is fetched again. Keep and Discard changes post in the background: the buttons say
+// the body is fetched again. Keep and Discard post in the background: the buttons say
 // "Keeping…" / "Discarding…" at once, then the answer's panel shows the result. Only while no
 // run socket is connected does a slow poll stand in for the events. (The typed confirmation of
 // an irreversible run is asked by query.js, for every kind, and checked by the server.)
@@ -9,7 +9,7 @@
   const FALLBACK_POLL_MS = 30000;
   const PENDING = {
     keep: { label: "Keeping…", status: "keep_requested" },
-    undo: { label: "Discarding…", status: "undo_requested" },
+    discard: { label: "Discarding…", status: "discard_requested" },
   };
   const panel = document.querySelector("[data-workspace-panel]");
   if (!panel) return;
@@ -22,6 +22,10 @@
   let connected = false;
   let pollTimer = null;
   let lastRunStatus = "";
+  const bar = document.querySelector("[data-decision-bar]");
+  const announcer = document.querySelector("[data-decision-announce]");
+  const badge = document.querySelector("[data-status-badge]");
+  let announcedChange = "";
 
   async function refresh() {
     if (deciding) {
@@ -32,9 +36,48 @@
     try {
       const response = await fetch(url, { credentials: "same-origin", headers: { "X-Requested-With": "fetch" } });
       const html = await response.text();
-      if (response.ok && mine === generation) body.innerHTML = html;
+      if (response.ok && mine === generation) swap(html);
     } catch (err) {
       // The next event, reconnect or fallback poll fetches it again.
+    }
+  }
+
+  function swap(html) {
+    body.innerHTML = html;
+    sync();
+  }
+
+  // What the rest of the page says about the change in the panel's body: the bar at the bottom
+  // of the viewport (with the countdown of a db change), the run's badge, the header's count.
+  function sync() {
+    const change = body.querySelector("[data-change-status]");
+    const waiting = !!change && change.dataset.changeStatus === "pending";
+    const countdown = body.querySelector("[data-countdown]");
+    if (bar) {
+      bar.hidden = !waiting;
+      document.body.classList.toggle("has-decision-bar", waiting);
+      bar.querySelector("[data-decision-expiry]").textContent = !waiting ? "" : countdown
+        ? "Discarded automatically in " + countdown.textContent + " s."
+        : "It waits for good.";
+    }
+    const runId = change ? change.dataset.runId : "";
+    if (waiting && announcer && announcedChange !== runId) {
+      announcedChange = runId;
+      announcer.textContent = "1 change waiting for Keep or Discard" +
+        (countdown ? "; discarded automatically in " + countdown.textContent + " seconds." : ".");
+    }
+    if (badge && runId && badge.dataset.runId === runId) {
+      badge.classList.toggle("status-awaiting", waiting);
+      if (waiting) badge.textContent = "awaiting your decision";
+      else if (badge.dataset.described) badge.textContent = badge.dataset.described;
+    }
+    const total = body.querySelector("[data-waiting-total]");
+    const header = document.querySelector("[data-changes-waiting]");
+    if (total && header) {
+      const count = parseInt(total.dataset.waitingTotal, 10) || 0;
+      header.hidden = count === 0;
+      header.href = total.dataset.waitingUrl;
+      header.textContent = count + (count === 1 ? " change" : " changes") + " waiting";
     }
   }
 
@@ -72,7 +115,7 @@
         body: new FormData(form),
       });
       const answer = await response.json();
-      if (mine === generation && answer.panel) body.innerHTML = answer.panel;
+      if (mine === generation && answer.panel) swap(answer.panel);
       showError(answer.error || "");
       if (!answer.panel) missed = true;
     } catch (err) {
@@ -108,9 +151,23 @@
     schedulePoll();
   });
 
+  if (bar) {
+    bar.addEventListener("click", function (event) {
+      const button = event.target.closest("[data-decide]");
+      if (!button) return;
+      const form = body.querySelector('form[data-change-action="' + button.dataset.decide + '"]');
+      if (form && !form.querySelector("button").disabled) form.requestSubmit();
+    });
+  }
+  // The badge follows a run the page starts after this script ran (query.js sets it).
+  document.addEventListener("undoable:run-status", function () { sync(); });
+
   setInterval(function () {
     const node = body.querySelector("[data-countdown]");
     if (node) node.textContent = String(Math.max(0, parseInt(node.textContent, 10) - 1));
+    const expiry = bar && !bar.hidden && bar.querySelector("[data-decision-expiry]");
+    if (node && expiry) expiry.textContent = "Discarded automatically in " + node.textContent + " s.";
   }, 1000);
+  sync();
   schedulePoll();
 })();

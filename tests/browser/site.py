@@ -7,9 +7,10 @@ all (layout at phone widths, accessibility).
 
 from __future__ import annotations
 
+import itertools
 from typing import Literal
 
-from playwright.sync_api import Browser, BrowserContext, expect
+from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from tests.browser.conftest import AppServer
 from tests.fakes.llm_server import FakeLLMServer, tool_call
@@ -36,6 +37,28 @@ def new_context(
             [{"name": "sessionid", "value": app_server.session_key, "url": app_server.url}]
         )
     return context
+
+
+_people = itertools.count(1)
+
+
+def new_person(
+    chromium: Browser, app_server: AppServer, *, width: int = 1280, height: int = 800
+) -> Page:
+    """A page signed in as a person who just signed up: no query, run or change of anyone else's
+    (the session's shared user collects what every other test left waiting)."""
+    context = chromium.new_context(
+        base_url=app_server.url, viewport={"width": width, "height": height}
+    )
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.goto("/accounts/signup/")
+    page.get_by_label("Username").fill(f"person-{next(_people)}-{id(context)}")
+    page.get_by_label("Password", exact=True).fill("a long and unusual passphrase 9")
+    page.get_by_label("Password confirmation").fill("a long and unusual passphrase 9")
+    page.get_by_role("button", name="Create account").click()
+    expect(page.get_by_placeholder("What should happen?")).to_be_visible()
+    return page
 
 
 def pending_fs_site(

@@ -1,5 +1,6 @@
-"""A pending db change lists the statements the run sent, with Keep and Discard changes
-(issue 16, finding 5). Real server, real sandbox, real chromium; only the LLM is faked."""
+"""A pending db change lists the statements the run sent, each with what it did (a DDL statement
+says so rather than a negative row count), with Keep and Discard (issue 16, finding 5; issue 42).
+Real server, real sandbox, real chromium; only the LLM is faked."""
 
 from __future__ import annotations
 
@@ -37,6 +38,11 @@ def test_a_pending_db_change_lists_its_statements(signed_in_page: Page, fake_llm
     change_list = panel.get_by_test_id("change-list")
     expect(change_list).to_contain_text("CREATE TABLE users (name TEXT)", timeout=30_000)
     expect(change_list).to_contain_text("INSERT INTO users VALUES (?)")
-    expect(panel.get_by_role("button", name="Discard changes")).to_be_visible()
-    panel.get_by_test_id("undo").click()
-    expect(panel.get_by_test_id("change-status")).to_have_text("Undone", timeout=15_000)
+    create = change_list.locator("li", has_text="CREATE TABLE users")
+    expect(create.locator(".statement-outcome")).to_have_text("table created")
+    expect(change_list).not_to_contain_text("-1")
+    expect(change_list.locator("li", has_text="INSERT INTO")).to_contain_text("1 row(s) affected")
+    expect(panel.get_by_test_id("countdown")).to_contain_text("discarded automatically in")
+    expect(panel.get_by_role("button", name="Discard", exact=True)).to_be_visible()
+    panel.get_by_test_id("discard").click()
+    expect(panel.get_by_test_id("change-status")).to_have_text("Discarded", timeout=15_000)

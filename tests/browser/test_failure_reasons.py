@@ -1,5 +1,7 @@
 """A run that did not succeed says why and what next on the query page, live and after a
-reload; the console hint stays until there is output (issue 16, findings 1 and 5).
+reload; the console hint stays until there is output (issue 16, findings 1 and 5). A run that
+needs a credential this browser does not hold is not started at all, and Run says why beside it
+(issue 42, finding 3).
 Real server, real sandbox, real chromium; only the LLM is faked."""
 
 from __future__ import annotations
@@ -37,30 +39,44 @@ def generate(page: Page, prompt: str, kind: str) -> None:
     expect(page.get_by_test_id("query-prompt")).to_have_text(prompt)
 
 
-def test_a_rest_run_without_its_credential_says_which_and_where_to_add_it(
+def test_a_rest_query_missing_its_credential_cannot_start_and_says_why_beside_run(
     signed_in_page: Page, fake_llm_server
 ) -> None:
     page = signed_in_page
+    page.goto("/")
+    page.evaluate("localStorage.removeItem('undoable.credentials.v1')")
     fake_llm_server.script(tool_call(SLACK_PROPOSAL))
     generate(page, "send a joke to Ana on Slack", "rest")
-    reason = page.get_by_test_id("run-reason")
-    expect(reason).to_be_hidden()
+    run = page.get_by_test_id("run-forward")
+    needs = page.get_by_test_id("run-needs")
 
-    page.get_by_test_id("run-forward").click()
-    expect(page.get_by_test_id("run-status")).to_have_attribute("data-status", "failed")
-    expect(reason).to_contain_text("Missing credential: SLACK_TOKEN. Nothing was run.")
-    expect(reason).to_contain_text("credentials panel")
-    expect(page.get_by_test_id("fix")).to_be_hidden()
+    # Run is off, and the reason stands beside it (in the same bar), in the first screen.
+    expect(run).to_be_disabled()
+    expect(needs).to_have_text("Needs SLACK_TOKEN to run: add it in the Credentials card.")
+    expect(needs).to_be_in_viewport()
+    assert run.get_attribute("aria-describedby") == needs.get_attribute("id")
+    # Ctrl+Enter in the editor is refused the same way: no run, nothing in the console.
+    page.get_by_test_id("forward-editor").locator(".cm-content").click()
+    page.keyboard.press("Control+Enter")
+    expect(page.get_by_test_id("run-status")).to_have_text("no run yet")
+    expect(page.get_by_test_id("run-list")).not_to_contain_text("#")
 
-    page.get_by_test_id("go-credentials").click()
+    # The link is focusable and leads to the credential's value field.
+    link = page.get_by_test_id("run-needs-link")
+    link.focus()
+    expect(link).to_be_focused()
+    page.keyboard.press("Enter")
     card = page.get_by_test_id("credentials-card")
     expect(card.get_by_placeholder("SLACK_TOKEN")).to_have_value("SLACK_TOKEN")
-    expect(card.locator("[data-credential-input-value]")).to_be_focused()
+    value = card.locator("[data-credential-input-value]")
+    expect(value).to_be_focused()
 
-    page.reload()
-    expect(reason).to_contain_text("Missing credential: SLACK_TOKEN")
-    expect(page.get_by_test_id("go-credentials")).to_be_visible()
-    expect(page.get_by_test_id("fix")).to_be_hidden()
+    # Given the credential, Run comes on and the reason goes.
+    value.fill("xoxb-browser")
+    card.get_by_role("button", name="Add credential").click()
+    expect(run).to_be_enabled()
+    expect(needs).to_be_hidden()
+    page.evaluate("localStorage.removeItem('undoable.credentials.v1')")
 
 
 def test_a_failing_program_offers_the_model_and_the_hint_waits_for_output(

@@ -155,6 +155,86 @@ def test_history_rows_become_stacked_cards_on_a_phone(
         page.context.close()
 
 
+# Every element of a card that reaches past the card's content box (its inside edge: the border
+# and the padding are the card's own), ignoring boxes that scroll their own content.
+CARD_SPILL_SCRIPT = """() => {
+  const spills = [];
+  for (const card of document.querySelectorAll('.card, .auth-card, .account-section')) {
+    const box = card.getBoundingClientRect();
+    if (!box.width) continue;
+    const style = getComputedStyle(card);
+    const left = box.left + parseFloat(style.borderLeftWidth);
+    const right = box.right - parseFloat(style.borderRightWidth);
+    for (const el of card.querySelectorAll('*')) {
+      const r = el.getBoundingClientRect();
+      if (!r.width || el.closest('pre, .cm-scroller')) continue;
+      if (r.right > right + 0.5 || r.left < left - 0.5) {
+        const cls = (typeof el.className === 'string' ? el.className : '').trim();
+        spills.push(`${card.className} > ${el.tagName.toLowerCase()}.${cls} ` +
+                    `[${Math.round(r.left)}, ${Math.round(r.right)}] outside ` +
+                    `[${Math.round(left)}, ${Math.round(right)}]`);
+      }
+    }
+  }
+  return spills;
+}"""
+
+STORE_CREDENTIALS_SCRIPT = """() => localStorage.setItem('undoable.credentials.v1', JSON.stringify({
+  SLACK_TOKEN: 'xoxb-1', GITHUB_PERSONAL_ACCESS_TOKEN_FOR_THE_RELEASES: 'ghp-2'}))"""
+
+# The rows the header's items sit on (items whose tops differ by more than half a line).
+HEADER_ROWS_SCRIPT = """() => {
+  const tops = [...document.querySelectorAll('.site-header > *')]
+    .filter(el => el.getBoundingClientRect().width > 0 && !el.classList.contains('skip-link'))
+    .map(el => el.getBoundingClientRect().top).sort((a, b) => a - b);
+  let rows = 0, last = -1e9;
+  for (const top of tops) { if (top - last > 12) { rows += 1; last = top; } }
+  return rows;
+}"""
+
+
+@pytest.mark.parametrize("width", [360, 1280])
+@pytest.mark.parametrize("name", ["query", "home", "history", "tokens", "login", "signup"])
+def test_each_card_keeps_its_content_inside_its_border(
+    chromium: Browser, app_server: AppServer, site: Site, name: str, width: int
+) -> None:
+    page = _open(chromium, app_server, site, name, width)
+    try:
+        # Stored credentials fill the Credentials card's rows (what ran past it at 360 px).
+        page.evaluate(STORE_CREDENTIALS_SCRIPT)
+        page.reload()
+        expect(page.locator(READY.get(name, "main"))).to_be_visible(timeout=15_000)
+        assert page.evaluate(CARD_SPILL_SCRIPT) == []
+    finally:
+        page.context.close()
+
+
+@pytest.mark.parametrize("width", [360, 1280])
+def test_the_signed_in_header_takes_at_most_two_rows(
+    chromium: Browser, app_server: AppServer, site: Site, width: int
+) -> None:
+    page = _open(chromium, app_server, site, "query", width)
+    try:
+        expect(page.get_by_test_id("changes-waiting")).to_be_visible()
+        assert page.evaluate(HEADER_ROWS_SCRIPT) <= (2 if width < 700 else 1)
+    finally:
+        page.context.close()
+
+
+def test_the_landing_page_shows_the_way_in_on_a_phones_first_screen(
+    chromium: Browser, app_server: AppServer, site: Site
+) -> None:
+    page = _open(chromium, app_server, site, "landing", 360)
+    page.set_viewport_size({"width": 360, "height": 780})
+    try:
+        for way_in in ("landing-cta-signup", "landing-cta-signin"):
+            expect(page.get_by_test_id(way_in)).to_be_in_viewport(ratio=1)
+        page.get_by_test_id("landing-cta-signup").click()
+        expect(page.get_by_role("button", name="Create account")).to_be_visible()
+    finally:
+        page.context.close()
+
+
 @pytest.mark.parametrize("width", [1280, 390])
 @pytest.mark.parametrize("name", SCREENSHOTS)
 def test_screenshots_of_the_main_pages(

@@ -1,5 +1,5 @@
-"""Keep/Undo in the browser: an fs run lists its changes with a diff; Undo discards them,
-Keep applies them. Real server, real sandbox, real chromium; only the LLM is faked."""
+"""Keep/Discard in the browser: an fs run lists its changes with a diff; Discard throws them
+away, Keep applies them. Real server, real sandbox, real chromium; only the LLM is faked."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ PROPOSAL = {
 }
 
 
-def test_an_fs_change_is_listed_then_undone_then_kept(
+def test_an_fs_change_is_listed_then_discarded_then_kept(
     signed_in_page: Page, fake_llm_server
 ) -> None:
     page = signed_in_page
@@ -36,8 +36,8 @@ def test_an_fs_change_is_listed_then_undone_then_kept(
     change_list = panel.get_by_test_id("change-list")
     expect(change_list).to_contain_text("added joke.txt", timeout=30_000)
     expect(change_list).to_contain_text("+Why did the sandbox cross the road?")
-    panel.get_by_test_id("undo").click()
-    expect(panel.get_by_test_id("change-status")).to_have_text("Undone", timeout=15_000)
+    panel.get_by_test_id("discard").click()
+    expect(panel.get_by_test_id("change-status")).to_have_text("Discarded", timeout=15_000)
     expect(panel.get_by_test_id("workspace-files")).not_to_contain_text("joke.txt")
 
     page.get_by_test_id("run-forward").click()

@@ -148,8 +148,9 @@ def test_a_pending_kept_and_discarded_change_use_the_same_words_on_every_page(
     expect(page.get_by_test_id("change-label")).to_have_text("Kept")
     seen["history, kept"] = visible_labels(page)
 
+    # Undo after the Keep: the reverse program runs, and its change (joke.txt deleted) waits.
     page.goto(query_url)
-    page.get_by_test_id("run-forward").click()
+    page.get_by_test_id("run-reverse").click()
     expect(panel.get_by_test_id("discard")).to_be_visible(timeout=30_000)
     expect(panel.get_by_test_id("discard")).to_have_text("Discard")
     panel.get_by_test_id("discard").click()

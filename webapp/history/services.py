@@ -26,7 +26,10 @@ def query_delete(*, query: Query) -> None:
     for run in query.runs.exclude(status__in=FINAL_STATUSES):
         run_cancel(run=run)
     query_id = query.pk
-    workspace = Workspace.objects.filter(query=query).first()
+    # The workspace goes with its only query; one other queries (or actions) share stays.
+    workspace = Workspace.objects.filter(uses__query=query).first()
+    if workspace is not None and workspace.uses.exclude(query=query).exists():
+        workspace = None
     files = workspace_files(workspace) if workspace is not None else None
     held = list(
         PendingChange.objects.filter(
@@ -34,6 +37,8 @@ def query_delete(*, query: Query) -> None:
         ).values_list("pk", flat=True)
     )
     query.delete()
+    if workspace is not None:
+        workspace.delete()
     _after_commit(lambda: _release(files, held))
     logger.info("query deleted", extra={"query_id": query_id})
 

@@ -38,7 +38,12 @@ def control_base() -> Path:
 
 
 class Workspace(models.Model):
-    query = models.OneToOneField(Query, on_delete=models.CASCADE, related_name="workspace")
+    """A folder of files of its own: queries (and the API's actions, which are queries) point at
+    one through WorkspaceUse, several may share one, and the API creates one without a query."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="workspaces"
+    )
     # Single-user installs may point a workspace at a server folder
     # (UNDOABLE_WORKSPACE_SERVER_FOLDERS).
     server_folder = models.CharField(max_length=1000, blank=True)
@@ -48,7 +53,7 @@ class Workspace(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
-        return f"Workspace of query {self.query_id}"
+        return f"Workspace {self.pk}"
 
     @property
     def root(self) -> Path:
@@ -59,6 +64,18 @@ class Workspace(models.Model):
     @property
     def state_dir(self) -> Path:
         return workspaces_root() / str(self.pk) / "state"
+
+
+class WorkspaceUse(models.Model):
+    """The workspace a query works in (made on its first use when none was chosen)."""
+
+    query = models.OneToOneField(
+        Query, on_delete=models.CASCADE, primary_key=True, related_name="workspace_use"
+    )
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="uses")
+
+    def __str__(self) -> str:
+        return f"Query {self.query_id} in workspace {self.workspace_id}"
 
 
 class ChangeStatus(models.TextChoices):

@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.utils import timezone
@@ -22,17 +23,41 @@ from webapp.runs.models import Run
 from webapp.runs.payloads import ChangePayload, ChangeUpdatedEvent
 from webapp.runs.publish import publish_run_event
 from webapp.workspaces import decisions, uploads
-from webapp.workspaces.models import ChangeStatus, PendingChange, Workspace
+from webapp.workspaces.models import ChangeStatus, PendingChange, Workspace, WorkspaceUse
 
 logger = logging.getLogger(__name__)
 DECISION_WAIT_S = 5.0
 
 
-def workspace_for_query(query: Query) -> Workspace:
-    """The query's workspace (created on first use, with its folder)."""
-    workspace, _ = Workspace.objects.get_or_create(query=query)
+def workspace_create(*, owner: User) -> Workspace:
+    """A new empty workspace of `owner`'s, with its folder."""
+    workspace = Workspace.objects.create(owner=owner)
     workspace.root.mkdir(parents=True, exist_ok=True)
     return workspace
+
+
+def workspace_for_query(query: Query) -> Workspace:
+    """The query's workspace (a new one on first use, with its folder)."""
+    use = WorkspaceUse.objects.select_related("workspace").filter(query=query).first()
+    if use is None:
+        with transaction.atomic():
+            workspace = Workspace.objects.create(owner_id=query.owner_id)
+            use, _ = WorkspaceUse.objects.get_or_create(
+                query=query, defaults={"workspace": workspace}
+            )
+        if use.workspace_id != workspace.pk:  # another request linked one first: use that
+            workspace.delete()
+            use = WorkspaceUse.objects.select_related("workspace").get(query=query)
+    use.workspace.root.mkdir(parents=True, exist_ok=True)
+    return use.workspace
+
+
+def workspace_attach(*, query: Query, workspace: Workspace) -> None:
+    """Make `query` work in `workspace` (the same owner's; checked by the caller's selector).
+    A query that already has a workspace keeps it: a run may have changed it already."""
+    if workspace.owner_id != query.owner_id:
+        raise PermissionError("a query works only in its owner's workspace")
+    WorkspaceUse.objects.get_or_create(query=query, defaults={"workspace": workspace})
 
 
 def workspace_fs(workspace: Workspace) -> FsWorkspace:

@@ -59,9 +59,10 @@ def test_deleting_a_query_removes_its_workspace_and_pending_copy(
     owner_client,
     workspaces_root,  # noqa: F811
 ) -> None:
-    workspace = with_a_pending_fs_change(QueryFactory(owner=owner, kind="fs", forward_code=WRITES))
+    query = QueryFactory(owner=owner, kind="fs", forward_code=WRITES)
+    workspace = with_a_pending_fs_change(query)
     folder = workspace.root.parent
-    response = owner_client.post(reverse("history:delete", args=[workspace.query_id]))
+    response = owner_client.post(reverse("history:delete", args=[query.pk]))
     assert response.status_code == 302
     assert not folder.exists()
     assert mounted_under(workspaces_root) == []
@@ -86,6 +87,7 @@ def test_a_server_folder_keeps_the_persons_files_only_our_state_goes(
 
 def test_a_rolled_back_delete_removes_nothing(owner) -> None:
     query = QueryFactory(owner=owner, kind="fs", forward_code=WRITES)
+    query_id = query.pk  # the instance forgets it in the delete, rolled back or not
     workspace = with_a_pending_fs_change(query)
     with pytest.raises(RuntimeError), transaction.atomic():
         history.query_delete(query=query)
@@ -93,7 +95,7 @@ def test_a_rolled_back_delete_removes_nothing(owner) -> None:
     assert (workspace.root / "mine.txt").read_text() == "mine"
     assert quota.is_mounted(workspace.state_dir / "pending")
     # The query is still there, and a delete that commits does remove its files.
-    history.query_delete(query=Query.objects.get(pk=workspace.query_id))
+    history.query_delete(query=Query.objects.get(pk=query_id))
     assert not workspace.root.parent.exists()
 
 
@@ -103,11 +105,12 @@ def test_sabotage_removing_before_the_commit_loses_the_files_of_a_query_still_th
 ) -> None:
     monkeypatch.setattr(history, "_after_commit", lambda work: work())
     query = QueryFactory(owner=owner, kind="fs", forward_code=WRITES)
+    query_id = query.pk  # the instance forgets it in the delete, rolled back or not
     workspace = with_a_pending_fs_change(query)
     with pytest.raises(RuntimeError), transaction.atomic():
         history.query_delete(query=query)
         raise RuntimeError("something after the delete failed")
-    assert Query.objects.filter(pk=workspace.query_id).exists()
+    assert Query.objects.filter(pk=query_id).exists()
     assert not workspace.root.exists()
 
 
@@ -120,6 +123,20 @@ def test_sabotage_without_the_unmount_the_pending_tmpfs_stays_mounted(
 ) -> None:
     # The deletion reaches the unmount through the executor's top-level name.
     monkeypatch.setattr(removal, "quota_unmount", lambda path: None)
-    workspace = with_a_pending_fs_change(QueryFactory(owner=owner, kind="fs", forward_code=WRITES))
-    history.query_delete(query=workspace.query)
+    query = QueryFactory(owner=owner, kind="fs", forward_code=WRITES)
+    with_a_pending_fs_change(query)
+    history.query_delete(query=query)
     assert mounted_under(workspaces_root) != []
+
+
+def test_a_workspace_another_query_shares_stays_when_one_query_is_deleted(owner) -> None:
+    first = QueryFactory(owner=owner, kind="fs")
+    workspace = ws.workspace_for_query(first)
+    (workspace.root / "mine.txt").write_text("mine")
+    second = QueryFactory(owner=owner, kind="fs")
+    ws.workspace_attach(query=second, workspace=workspace)
+    history.query_delete(query=first)
+    assert (workspace.root / "mine.txt").read_text() == "mine"
+    assert ws.workspace_for_query(second).pk == workspace.pk
+    history.query_delete(query=second)
+    assert not workspace.root.parent.exists()

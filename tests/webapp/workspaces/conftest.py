@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[3]
 def workspaces_root() -> Iterator[Path]:
     base = REPO / "var" / "tmp"
     base.mkdir(parents=True, exist_ok=True)
+    base = base.resolve()  # var/ may be a link (a worktree's): mount sources must be canonical
     base.chmod(0o711)
     root = Path(tempfile.mkdtemp(prefix="ws-", dir=base))
     root.chmod(0o711)

@@ -95,7 +95,7 @@ def test_a_refused_upload_is_a_message_and_leaves_the_workspace_as_it_was(
     owner_client, workspace, name, data, message
 ) -> None:
     before = tree(workspace.root)
-    response = upload(owner_client, workspace.query_id, name, data)
+    response = upload(owner_client, workspace.uses.get().query_id, name, data)
     assert response.status_code == 302
     [shown] = page_messages(response)
     assert shown.startswith("Upload refused: ")
@@ -108,7 +108,9 @@ def test_a_refused_upload_is_a_message_and_leaves_the_workspace_as_it_was(
 def test_a_link_in_the_workspace_is_never_written_through(owner_client, workspace, tmp_path):
     (workspace.root / "out").symlink_to(tmp_path)
     before = tree(workspace.root)
-    response = upload(owner_client, workspace.query_id, "w.zip", a_zip({"out/x.txt": b"x"}))
+    response = upload(
+        owner_client, workspace.uses.get().query_id, "w.zip", a_zip({"out/x.txt": b"x"})
+    )
     assert "out is a link in the workspace" in page_messages(response)[0]
     assert tree(workspace.root) == before
     assert list(tmp_path.iterdir()) == []
@@ -116,7 +118,7 @@ def test_a_link_in_the_workspace_is_never_written_through(owner_client, workspac
 
 def test_an_accepted_upload_adds_and_replaces_files(owner_client, workspace) -> None:
     data = a_zip({"kept.txt": b"after", "docs/b.md": b"B", "new/deep/c.txt": b"C"})
-    response = upload(owner_client, workspace.query_id, "w.zip", data)
+    response = upload(owner_client, workspace.uses.get().query_id, "w.zip", data)
     assert page_messages(response) == ["Uploaded 3 file(s) to the workspace."]
     assert tree(workspace.root) == {
         "kept.txt": b"after",
@@ -152,7 +154,7 @@ def test_a_write_failing_half_way_takes_back_what_was_written(
 ) -> None:
     fail_on_the_third_file(monkeypatch)
     before = tree(workspace.root)
-    response = upload(owner_client, workspace.query_id, "w.zip", a_zip(FOUR_FILES))
+    response = upload(owner_client, workspace.uses.get().query_id, "w.zip", a_zip(FOUR_FILES))
     assert "not enough space" in page_messages(response)[0]
     assert tree(workspace.root) == before
 
@@ -164,7 +166,7 @@ def test_sabotage_without_the_rollback_a_failed_upload_leaves_files_behind(
     fail_on_the_third_file(monkeypatch)
     monkeypatch.setattr(uploads, "_rollback", lambda root, made, written: None)
     before = tree(workspace.root)
-    upload(owner_client, workspace.query_id, "w.zip", a_zip(FOUR_FILES))
+    upload(owner_client, workspace.uses.get().query_id, "w.zip", a_zip(FOUR_FILES))
     assert tree(workspace.root) != before
 
 
@@ -175,4 +177,7 @@ def test_sabotage_without_catching_a_damaged_archive_the_upload_answers_500(
     monkeypatch.setattr(uploads, "_ZIP_ERRORS", ())
     client = Client(raise_request_exception=False)
     client.force_login(owner)
-    assert upload(client, workspace.query_id, "w.zip", b"this is not a zip").status_code == 500
+    assert (
+        upload(client, workspace.uses.get().query_id, "w.zip", b"this is not a zip").status_code
+        == 500
+    )

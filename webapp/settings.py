@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "webapp.workspaces",
     "webapp.reliability",
     "webapp.connections",
+    "webapp.actions",
 ]
 
 MIDDLEWARE = [
@@ -256,6 +257,9 @@ UNDOABLE_WORKSPACES_ROOT = Path(
 ).resolve()
 # A db run's transaction is rolled back by itself if nobody chooses Keep or Undo in time.
 UNDOABLE_DB_PENDING_TIMEOUT_S = env_float("UNDOABLE_DB_PENDING_TIMEOUT_S", 600.0, minimum=1)
+# A rest action's effect happened when it ran: past this long without Keep or Undo it is
+# `expired` (the effect stands; its reverse program can still take it back).
+UNDOABLE_REST_PENDING_TIMEOUT_S = env_float("UNDOABLE_REST_PENDING_TIMEOUT_S", 3600.0, minimum=1)
 # Single-user installs may point a query's workspace at one of these server folders.
 UNDOABLE_WORKSPACE_SERVER_FOLDERS = env_list("UNDOABLE_WORKSPACE_SERVER_FOLDERS")
 

@@ -54,7 +54,8 @@ api = UndoableApi(
     title="Undoable API",
     version="1",
     description="Run code in a sandbox: stateless `POST /api/v1/exec` (replit-code-exec "
-    "protocol) and stateful sessions. Authenticate with `Authorization: Bearer <token>`.",
+    "protocol), stateful sessions, and actions an agent can keep or undo. Authenticate with "
+    "`Authorization: Bearer <token>`.",
     urls_namespace="api",
     auth=TokenAuth(),
     # Swagger UI from the files ninja ships ("ninja" is an installed app): no CDN.

@@ -31,6 +31,16 @@ def get_change_for_user(user: User | AnonymousUser, change_id: int) -> PendingCh
         raise Http404("No such change") from None
 
 
+def get_workspace_for_user(user: User | AnonymousUser, workspace_id: int) -> Workspace:
+    """The user's own workspace, or Http404."""
+    if not user.is_authenticated:
+        raise Http404("No such workspace")
+    try:
+        return Workspace.objects.get(pk=workspace_id, owner=user)
+    except Workspace.DoesNotExist:
+        raise Http404("No such workspace") from None
+
+
 def change_latest_for_query(query: Query) -> PendingChange | None:
     return PendingChange.objects.filter(run__query=query).order_by("-created_at", "-id").first()
 

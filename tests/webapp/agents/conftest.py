@@ -104,10 +104,18 @@ class Persona:
     token: str
     client: Client
 
-    def post(self, path: str, body: Any, *, accept: str = "*/*", raw: bytes | None = None) -> Any:
+    def post(
+        self,
+        path: str,
+        body: Any,
+        *,
+        accept: str = "*/*",
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
         data = raw if raw is not None else json.dumps(body).encode()
-        headers = {**self._headers(accept), "Content-Type": "application/json"}
-        return asgi_request("POST", path, content=data, headers=headers)
+        sent = {**self._headers(accept), "Content-Type": "application/json", **(headers or {})}
+        return asgi_request("POST", path, content=data, headers=sent)
 
     def get(self, url: str, **params: Any) -> Any:
         return asgi_request("GET", url, params=params, headers=self._headers("application/json"))

@@ -1,0 +1,46 @@
+"""What the agent API adds to a query it runs as an action: who asked (the token), why (the
+intent), the Idempotency-Key that makes a retry safe, and a rest action's Keep.
+
+An action IS a Query with its forward Run and its change (webapp.queries, webapp.runs,
+webapp.workspaces); this row only carries what the browser flow has no field for. A query made
+in the browser has none and is still an action to the API.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from webapp.agents.models import ApiToken
+from webapp.queries.models import Query
+
+
+class Action(models.Model):
+    query = models.OneToOneField(
+        Query, on_delete=models.CASCADE, primary_key=True, related_name="action"
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="actions"
+    )
+    token = models.ForeignKey(ApiToken, on_delete=models.SET_NULL, null=True, blank=True)
+    intent = models.TextField(blank=True)
+    idempotency_key = models.CharField(max_length=200, blank=True)
+    # SHA-256 of the request with credential values left out (a hash of a secret is not stored
+    # either): the same key with another body is refused.
+    request_digest = models.CharField(max_length=64, blank=True)
+    # A rest action's effect happened when it ran; Keep only records that it stands.
+    kept_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="unique_action_idempotency_key",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Action {self.query_id}"

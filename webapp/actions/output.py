@@ -1,0 +1,140 @@
+"""An action as the API answers it: its JSON, and the wait (or the NDJSON stream) until it has
+settled.
+
+Output comes from the run's stored chunks, already masked by the worker (webapp.runs.sink), read
+in `seq` order after the last one sent: each chunk exactly once, whichever process ran it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.db import connection
+
+from webapp.actions import services
+from webapp.actions.state import action_state, change_json
+from webapp.queries.models import Query
+from webapp.runs.models import Run, RunChunk
+from webapp.runs.selectors import run_chunks_after
+from webapp.workspaces.models import WorkspaceUse
+
+T = TypeVar("T")
+
+POLL_S = 0.2
+# A wait longer than this answers with the action as it stands (GET it again later).
+MAX_WAIT_S = 900.0
+CHUNK_BATCH = 500
+
+
+def with_own_connection(fn: Callable[..., T]) -> Callable[..., T]:
+    """`fn` for a pool thread: the database connection it opened is closed after it."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            connection.close()
+
+    return call
+
+
+def _streams(run: Run | None) -> dict[str, str]:
+    out: dict[str, list[str]] = {"stdout": [], "stderr": []}
+    if run is not None:
+        for stream, text in RunChunk.objects.filter(run=run).values_list("stream", "text"):
+            out["stderr" if stream != "stdout" else "stdout"].append(text)
+    return {name: "".join(parts) for name, parts in out.items()}
+
+
+def action_json(query: Query) -> dict[str, Any]:
+    """What the API says about an action: {id, status, kind, workspace, change, stdout, stderr,
+    exit_code, error, reverse}."""
+    query = Query.objects.select_related("action").get(pk=query.pk)
+    state = action_state(query)
+    forward = _streams(state.forward)
+    reverse = None
+    if state.reverse is not None:
+        reverse = {
+            "status": state.reverse.status,
+            "exit_code": state.reverse.exit_code,
+            "error": state.reverse.error,
+            **_streams(state.reverse),
+        }
+    action = getattr(query, "action", None)
+    return {
+        "id": query.pk,
+        "status": state.status,
+        "kind": query.kind,
+        "intent": action.intent if action else query.prompt,
+        "workspace": WorkspaceUse.objects.filter(query=query)
+        .values_list("workspace_id", flat=True)
+        .first(),
+        "change": change_json(query, state, forward["stdout"]),
+        "stdout": forward["stdout"],
+        "stderr": forward["stderr"],
+        "exit_code": state.forward.exit_code if state.forward else None,
+        "error": state.reason,
+        "reverse": reverse,
+    }
+
+
+def _settled(query_id: int) -> tuple[bool, Run | None]:
+    """Whether the action has settled (a reverse run's change is kept on the way: the Undo
+    asked for it), and the run whose output is followed (the latest)."""
+    query = Query.objects.get(pk=query_id)
+    services.action_reverse_settle(query=query)
+    state = action_state(query)
+    return state.settled, state.reverse or state.forward
+
+
+async def action_settled(query_id: int) -> dict[str, Any]:
+    """The action once it has settled (or as it stands after MAX_WAIT_S)."""
+    deadline = time.monotonic() + MAX_WAIT_S
+    while time.monotonic() < deadline:
+        settled, _ = await sync_to_async(_settled)(query_id)
+        if settled:
+            break
+        await asyncio.sleep(POLL_S)
+    return await sync_to_async(_json_by_id)(query_id)
+
+
+def _json_by_id(query_id: int) -> dict[str, Any]:
+    return action_json(Query.objects.get(pk=query_id))
+
+
+def _chunks(run_id: int, after: int) -> list[dict[str, Any]]:
+    return [
+        {"type": "output", "seq": seq, "stream": stream, "text": text}
+        for seq, stream, text in run_chunks_after(run_id, after).values_list(
+            "seq", "stream", "text"
+        )[:CHUNK_BATCH]
+    ]
+
+
+async def action_stream(query_id: int) -> AsyncIterator[bytes]:
+    """NDJSON: {"type": "output", seq, stream, text} per chunk of the latest run as it comes,
+    then {"type": "action", "action": {...}} once the action has settled."""
+    deadline = time.monotonic() + MAX_WAIT_S
+    following: int | None = None
+    after = 0
+    while True:
+        settled, run = await sync_to_async(_settled)(query_id)
+        if run is not None and run.pk != following:
+            following, after = run.pk, 0
+        lines = await sync_to_async(_chunks)(following, after) if following else []
+        for line in lines:
+            after = line["seq"]
+            yield (json.dumps(line) + "\n").encode()
+        if (settled and not lines) or time.monotonic() >= deadline:
+            break
+        if not lines:
+            await asyncio.sleep(POLL_S)
+    action = await sync_to_async(_json_by_id)(query_id)
+    yield (json.dumps({"type": "action", "action": action}) + "\n").encode()

@@ -1,0 +1,238 @@
+"""Writes for actions: create-and-run, Keep, Discard, Undo.
+
+Each goes through the services the query page uses (queries' rows, runs.services.query_run,
+workspaces.services' change_keep / change_discard): an action made here is a query like any
+other, and what the page does to it the API does the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from executor import InvalidSpec, NothingPending, validate_relative_path
+from webapp.actions.models import Action
+from webapp.actions.state import ActionState, action_state
+from webapp.agents.models import ApiToken
+from webapp.queries.models import Query
+from webapp.runs.models import Run, RunDirection
+from webapp.runs.services import CredentialsMissing, query_run
+from webapp.workspaces import services as workspaces
+from webapp.workspaces.models import ChangeStatus, PendingChange, Workspace
+from webapp.workspaces.selectors import get_workspace_for_user
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PROMPT = "Action from the API"
+
+
+class ActionRefused(Exception):
+    """The request cannot be done as asked; nothing ran. `status` is the HTTP answer."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ActionRequest:
+    """POST /api/v1/actions, validated (webapp.actions.api.ActionIn)."""
+
+    kind: str
+    forward_code: str
+    reverse_code: str = ""
+    hosts: list[str] = field(default_factory=list)
+    intent: str = ""
+    credentials: dict[str, str] = field(default_factory=dict)
+    workspace: int | None = None
+    sqlite: str | None = None  # db target: a SQLite file in the workspace ...
+    postgres: str | None = None  # ... or the credential holding a PostgreSQL URL
+
+    def digest(self) -> str:
+        """What the Idempotency-Key stands for: everything but the credential values."""
+        described = {
+            **self.__dict__,
+            "credentials": sorted(self.credentials),
+        }
+        return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
+
+
+def action_create(
+    *, token: ApiToken, request: ActionRequest, idempotency_key: str = ""
+) -> tuple[Query, bool]:
+    """Save the action as a query and start its forward run; (query, created).
+
+    With an `idempotency_key` this owner used before, nothing runs: the earlier action is
+    returned (created False), or ActionRefused 409 when the request differs from that one.
+    """
+    owner = token.owner
+    digest = request.digest()
+    if idempotency_key:
+        earlier = _earlier(owner, idempotency_key, digest)
+        if earlier is not None:
+            return earlier, False
+    if request.postgres and request.postgres not in request.credentials:
+        raise ActionRefused(400, f"db.postgres names credential {request.postgres!r}: give it")
+    if request.sqlite is not None:
+        try:
+            validate_relative_path(request.sqlite)
+        except InvalidSpec as exc:
+            raise ActionRefused(400, f"db.sqlite: {exc}") from None
+    workspace = _workspace(owner, request)
+    try:
+        with transaction.atomic():
+            query = Query.objects.create(
+                owner=owner,
+                prompt=request.intent.strip() or DEFAULT_PROMPT,
+                kind=request.kind,
+                forward_code=request.forward_code,
+                reverse_code=request.reverse_code,
+                hosts=request.hosts,
+                credential_names=sorted(request.credentials),
+            )
+            Action.objects.create(
+                query=query,
+                owner=owner,
+                token=token,
+                intent=request.intent,
+                idempotency_key=idempotency_key,
+                request_digest=digest,
+            )
+            if workspace is not None:
+                workspaces.workspace_attach(query=query, workspace=workspace)
+                _db_target(workspace, request)
+            query_run(query=query, credentials=request.credentials)
+    except CredentialsMissing as exc:  # a credential given empty: the whole request is undone
+        raise ActionRefused(400, _given_again(exc)) from None
+    except IntegrityError:
+        # The same key, at the same time, from a retry that won the race: that one runs.
+        earlier = _earlier(owner, idempotency_key, digest) if idempotency_key else None
+        if earlier is None:
+            raise
+        return earlier, False
+    logger.info("action created", extra={"query_id": query.pk, "kind": request.kind})
+    return query, True
+
+
+def _earlier(owner: User, key: str, digest: str) -> Query | None:
+    found = Action.objects.select_related("query").filter(owner=owner, idempotency_key=key).first()
+    if found is None:
+        return None
+    if found.request_digest != digest:
+        raise ActionRefused(
+            409,
+            "this Idempotency-Key was used for a different request; use a new key for a new action",
+        )
+    return found.query
+
+
+def _workspace(owner: User, request: ActionRequest) -> Workspace | None:
+    """The workspace an fs or db action works in: the one named, or a new one."""
+    if request.kind not in ("fs", "db"):
+        if request.workspace is not None or request.sqlite or request.postgres:
+            raise ActionRefused(400, f"a {request.kind} action has no workspace or db target")
+        return None
+    if request.kind == "fs" and (request.sqlite or request.postgres):
+        raise ActionRefused(400, "an fs action has no db target")
+    if request.workspace is None:
+        return workspaces.workspace_create(owner=owner)
+    return get_workspace_for_user(owner, request.workspace)
+
+
+def _db_target(workspace: Workspace, request: ActionRequest) -> None:
+    """The db target is the workspace's (the query page's panel sets it the same way)."""
+    if request.kind != "db":
+        return
+    fields = []
+    if request.sqlite:
+        workspace.sqlite_path = request.sqlite
+        fields.append("sqlite_path")
+    # The db run uses PostgreSQL when this credential has a value, else the SQLite file.
+    workspace.postgres_url_credential = request.postgres or ""
+    fields.append("postgres_url_credential")
+    workspace.save(update_fields=fields)
+
+
+def _forward_change(query: Query) -> PendingChange | None:
+    forward = query.runs.filter(direction=RunDirection.FORWARD).order_by("-created_at").first()
+    return PendingChange.objects.filter(run=forward).first() if forward else None
+
+
+def action_keep(*, query: Query) -> None:
+    """Keep: apply a pending fs/db change; for rest, record that its effect stands."""
+    state = _pending(query, "keep")
+    if query.kind == "rest":
+        if not Action.objects.filter(query=query, kept_at__isnull=True).update(
+            kept_at=timezone.now()
+        ):
+            Action.objects.get_or_create(
+                query=query, defaults={"owner": query.owner, "kept_at": timezone.now()}
+            )
+        return
+    change = _forward_change(query)
+    assert change is not None and state.status == "pending"
+    workspaces.change_keep(change=change)
+
+
+def action_discard(*, query: Query) -> None:
+    """Discard a pending fs/db change (a rest action's effect cannot be thrown away)."""
+    if query.kind == "rest":
+        raise ActionRefused(
+            409, "a rest action's effect already happened: undo runs its reverse program"
+        )
+    _pending(query, "discard")
+    change = _forward_change(query)
+    assert change is not None
+    workspaces.change_discard(change=change)
+
+
+def action_undo(*, query: Query, credentials: dict[str, str]) -> Run | None:
+    """Take the action back by what fits its state: Discard while an fs/db change is pending,
+    else run the reverse program (it gets FORWARD_OUTPUT); the Run, or None for a Discard."""
+    state = action_state(query)
+    if state.status == "pending" and query.kind in ("fs", "db"):
+        action_discard(query=query)
+        return None
+    if state.status not in ("pending", "kept", "succeeded", "expired", "reverse_failed"):
+        raise ActionRefused(409, f"a {state.status} action has nothing to undo")
+    if not query.reverse_code.strip():
+        raise ActionRefused(409, "this action has no reverse program")
+    try:
+        return query_run(query=query, direction=RunDirection.REVERSE, credentials=credentials)
+    except CredentialsMissing as exc:
+        raise ActionRefused(400, _given_again(exc)) from None
+
+
+def _given_again(exc: CredentialsMissing) -> str:
+    return (
+        f"Missing credential: {', '.join(exc.names)}. Nothing was run: the server keeps no "
+        "credential, give it again in this call's `credentials`."
+    )
+
+
+def _pending(query: Query, verb: str) -> ActionState:
+    state = action_state(query)
+    if state.status != "pending":
+        raise ActionRefused(409, f"only a pending action can {verb}; this one is {state.status}")
+    return state
+
+
+def action_reverse_settle(*, query: Query) -> None:
+    """Keep the change an Undo's reverse program left in an fs/db action's workspace: the
+    person asked for it by asking to undo. Nothing when there is none waiting."""
+    if query.kind not in ("fs", "db"):
+        return
+    reverse = query.runs.filter(direction=RunDirection.REVERSE).order_by("-created_at").first()
+    change = PendingChange.objects.filter(run=reverse, status=ChangeStatus.PENDING).first()
+    if change is None:
+        return
+    with contextlib.suppress(NothingPending):  # kept (or timed out) by another request meanwhile
+        workspaces.change_keep(change=change)

@@ -1,0 +1,131 @@
+"""An action's state in shared/DESIGN.md's words, read from the rows the runs and the change
+already keep (its forward Run, its PendingChange, its reverse Run): nothing is stored twice.
+
+queued, running, succeeded / failed (with the reason the query page shows), pending (with the
+change), then kept, discarded (by a person, or by the pending timeout: the reason says so),
+reversed (the reverse program ran), reverse_failed, expired (a rest action nobody kept or
+undid in time: its effect stands).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from webapp.queries.models import Query
+from webapp.runs.models import Run, RunDirection, RunStatus
+from webapp.runs.status import run_failure
+from webapp.workspaces.models import ChangeStatus, PendingChange
+
+STATUSES = (
+    "queued",
+    "running",
+    "succeeded",
+    "failed",
+    "pending",
+    "kept",
+    "discarded",
+    "reversed",
+    "reverse_failed",
+    "expired",
+)
+# What each of the change's states means for the action (its forward run succeeded).
+_CHANGE_STATUS = {
+    ChangeStatus.RUNNING: "running",
+    ChangeStatus.PENDING: "pending",
+    ChangeStatus.KEEP_REQUESTED: "pending",
+    ChangeStatus.DISCARD_REQUESTED: "pending",
+    ChangeStatus.KEPT: "kept",
+    ChangeStatus.DISCARDED: "discarded",
+    ChangeStatus.FAILED: "failed",
+}
+EXPIRED_REASON = (
+    "The effect stands: nobody kept or undid it in time; run the reverse program to take it back."
+)
+
+
+@dataclass(frozen=True)
+class ActionState:
+    status: str
+    reason: str
+    forward: Run | None
+    reverse: Run | None
+    change: PendingChange | None
+
+    @property
+    def settled(self) -> bool:
+        """Nothing more happens without a request (the forward run and its change are done)."""
+        return self.status not in ("queued", "running")
+
+
+def _latest(query: Query, direction: str) -> Run | None:
+    return query.runs.filter(direction=direction).order_by("-created_at", "-id").first()
+
+
+def action_state(query: Query) -> ActionState:
+    forward = _latest(query, RunDirection.FORWARD)
+    if forward is None:
+        return ActionState("queued", "", None, None, None)
+    change = PendingChange.objects.filter(run=forward).first()
+    reverse = _latest(query, RunDirection.REVERSE)
+    if reverse is not None and reverse.created_at < forward.created_at:
+        reverse = None  # undid an earlier forward run (a query re-run in the browser)
+
+    def state(status: str, reason: str = "") -> ActionState:
+        return ActionState(status, reason, forward, reverse, change)
+
+    if forward.status in (RunStatus.QUEUED, RunStatus.RUNNING):
+        return state(str(forward.status))
+    if forward.status != RunStatus.SUCCEEDED:
+        return state("failed", run_failure(forward).reason)
+    if reverse is not None:
+        if reverse.status in (RunStatus.QUEUED, RunStatus.RUNNING):
+            return state("running")
+        if reverse.status != RunStatus.SUCCEEDED:
+            return state("reverse_failed", run_failure(reverse).reason)
+        if query.kind not in ("fs", "db"):
+            return state("reversed")
+        # The reverse program's own change is applied on the Undo's behalf (services).
+        undone = PendingChange.objects.filter(run=reverse).first()
+        if undone is None or undone.status == ChangeStatus.FAILED:
+            return state("reverse_failed", undone.message if undone else "No change was left.")
+        if undone.status in (ChangeStatus.KEPT,):
+            return state("reversed")
+        if undone.status == ChangeStatus.DISCARDED:
+            return state("reverse_failed", undone.message)
+        return state("running")
+    if query.kind in ("fs", "db"):
+        if change is None:
+            return state("failed", "The run left no change to decide on.")
+        status = _CHANGE_STATUS[ChangeStatus(change.status)]
+        return state(status, change.message if status in ("discarded", "failed") else "")
+    if query.kind == "rest":
+        kept_at = getattr(getattr(query, "action", None), "kept_at", None)
+        if kept_at is not None:
+            return state("kept")
+        deadline = (forward.finished_at or forward.created_at) + timedelta(
+            seconds=settings.UNDOABLE_REST_PENDING_TIMEOUT_S
+        )
+        return state("expired", EXPIRED_REASON) if timezone.now() >= deadline else state("pending")
+    return state("succeeded")
+
+
+def change_json(query: Query, state: ActionState, stdout: str) -> Any:
+    """The change an action leaves: the fs change list (paths, kind of change, modes, diff
+    preview), the db statements with their outcome, or a rest action's forward output."""
+    if query.kind == "rest" and state.forward is not None:
+        return {"forward_output": stdout}
+    if state.change is None:
+        return None
+    return {
+        "status": state.change.status,
+        "message": state.change.message,
+        "engine": state.change.engine or None,
+        "deadline": state.change.deadline.isoformat() if state.change.deadline else None,
+        "timed_out": state.change.timed_out,
+        "entries": state.change.changes,
+    }

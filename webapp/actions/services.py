@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from django.contrib.auth.models import User
@@ -179,7 +180,8 @@ def action_keep(*, query: Query) -> None:
         return
     change = _forward_change(query)
     assert change is not None and state.status == "pending"
-    workspaces.change_keep(change=change)
+    with _decision_raced():
+        workspaces.change_keep(change=change)
 
 
 def action_discard(*, query: Query) -> None:
@@ -191,7 +193,18 @@ def action_discard(*, query: Query) -> None:
     _pending(query, "discard")
     change = _forward_change(query)
     assert change is not None
-    workspaces.change_discard(change=change)
+    with _decision_raced():
+        workspaces.change_discard(change=change)
+
+
+@contextlib.contextmanager
+def _decision_raced() -> Iterator[None]:
+    """Another Keep, Discard or the pending timeout decided between our read and our write:
+    the change services' conditional updates let exactly one win; the others get 409."""
+    try:
+        yield
+    except NothingPending as exc:
+        raise ActionRefused(409, f"{exc}; GET the action for how it ended") from None
 
 
 def action_undo(*, query: Query, credentials: dict[str, str]) -> Run | None:

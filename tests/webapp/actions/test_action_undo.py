@@ -8,11 +8,14 @@ import json
 import logging
 import sqlite3
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from django.db import connection
 
+from tests.webapp.runs.waiting import wait_until
 from webapp.workspaces.models import Workspace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fakes"))
@@ -20,7 +23,6 @@ from slack_server import FakeSlackServer  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("threads_runner", "workspaces_root")
 
-RAISE = "import sqlite3\n"
 ADD_500 = "db.execute('UPDATE accounts SET balance = balance + 500')\n"
 SUB_500 = "db.execute('UPDATE accounts SET balance = balance - 500')\n"
 
@@ -178,3 +180,60 @@ def test_a_rest_action_kept_stays_kept_and_one_not_decided_in_time_expires(owner
     assert late["status"] == "expired"
     assert "The effect stands" in late["error"]
     assert owner.post(f"/api/v1/actions/{late['id']}/undo", {}).json()["status"] == "reversed"
+
+
+def test_a_pending_db_action_nobody_decides_is_discarded_by_the_timeout_and_says_so(
+    owner, bank, settings
+):
+    settings.UNDOABLE_DB_PENDING_TIMEOUT_S = 1
+    body = {
+        "kind": "db",
+        "forward_code": ADD_500,
+        "workspace": bank["workspace"],
+        "db": {"sqlite": "bank.sqlite3"},
+    }
+    action = create(owner, body)
+    assert action["status"] == "pending"
+    wait_until(
+        lambda: owner.get(f"/api/v1/actions/{action['id']}").json()["status"] == "discarded",
+        timeout=15,
+        what="the pending timeout",
+    )
+    ended = owner.get(f"/api/v1/actions/{action['id']}").json()
+    assert ended["change"]["timed_out"] and "nobody chose Keep or Discard in time" in ended["error"]
+    assert balances(bank) == [100, 250]
+    late = owner.post(f"/api/v1/actions/{action['id']}/keep", {})
+    assert late.status_code == 409 and "this one is discarded" in late.json()["error"]
+
+
+@pytest.fixture
+def pg_url(postgres_server) -> Iterator[str]:
+    with postgres_server.database() as database:
+        with psycopg.connect(database.url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE accounts (id SERIAL PRIMARY KEY, balance INTEGER)")
+            conn.execute("INSERT INTO accounts (balance) VALUES (100), (250)")
+        yield database.url
+
+
+def pg_balances(url: str) -> list[int]:
+    with psycopg.connect(url) as conn:
+        return [row[0] for row in conn.execute("SELECT balance FROM accounts ORDER BY id")]
+
+
+@pytest.mark.postgres
+def test_a_db_action_on_postgresql_discarded_leaves_balances_and_kept_changes_them(owner, pg_url):
+    body = {
+        "kind": "db",
+        "forward_code": ADD_500,
+        "db": {"postgres": "BANK_URL"},
+        "credentials": {"BANK_URL": pg_url},
+    }
+    discarded = create(owner, body)
+    assert discarded["status"] == "pending", discarded
+    assert discarded["change"]["engine"] == "postgres"
+    assert owner.post(f"/api/v1/actions/{discarded['id']}/undo", {}).json()["status"] == "discarded"
+    assert pg_balances(pg_url) == [100, 250]
+    kept = create(owner, body)
+    assert owner.post(f"/api/v1/actions/{kept['id']}/keep", {}).json()["status"] == "kept"
+    assert pg_balances(pg_url) == [600, 750]
+    assert pg_url.encode() not in database_dump()

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from executor.kinds.fs import FsWorkspace, Reservation
     from executor.kinds.fs import prepared as fs_prepared
     from executor.kinds.fs_tree import kept_mode
-    from executor.kinds.fs_walk import DIR_FLAGS, parent_of, remove_tree
+    from executor.kinds.fs_walk import DIR_FLAGS, open_regular, parent_of, remove_at, remove_tree
     from executor.kinds.sandbox import sandbox_host_uid
     from executor.quota import unmount as quota_unmount
     from executor.sessions.files import FileMissing
@@ -82,8 +82,10 @@ _LAZY: dict[str, tuple[str, str]] = {
     "egress_prepared": ("executor.kinds.egress", "prepared"),
     "fs_prepared": ("executor.kinds.fs", "prepared"),
     "kept_mode": ("executor.kinds.fs_tree", "kept_mode"),
+    "open_regular": ("executor.kinds.fs_walk", "open_regular"),
     "parent_of": ("executor.kinds.fs_walk", "parent_of"),
     "quota_unmount": ("executor.quota", "unmount"),
+    "remove_at": ("executor.kinds.fs_walk", "remove_at"),
     "remove_tree": ("executor.kinds.fs_walk", "remove_tree"),
     "sandbox_host_uid": ("executor.kinds.sandbox", "sandbox_host_uid"),
     "with_forward_output": ("executor.kinds.egress", "with_forward_output"),
@@ -131,8 +133,10 @@ __all__ = [
     "get_backend",
     "kept_mode",
     "limit_line",
+    "open_regular",
     "parent_of",
     "quota_unmount",
+    "remove_at",
     "remove_tree",
     "run",
     "sandbox_host_uid",

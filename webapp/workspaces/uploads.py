@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import secrets
 import shutil
@@ -63,18 +64,36 @@ def upload_into(root: Path, state_dir: Path, uploads: list[UploadedFile]) -> lis
 
     Raises InvalidSpec with a message for the person, having changed nothing."""
     with contextlib.ExitStack() as stack:
-        entries = _plan(uploads, stack)
-        _check_workspace(root, entries)
-        staging = Path(tempfile.mkdtemp(prefix="upload-", dir=state_dir))
-        stack.callback(remove_tree, staging)
-        try:
-            _stage(staging, entries)
-            _install(root, staging, entries)
-        except OSError as exc:
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise InvalidSpec("there is not enough space for this upload") from None
-            raise InvalidSpec(f"the upload could not be written: {exc.strerror}") from None
-        return [e.path for e in entries if not e.is_dir]
+        return _write(root, state_dir, _plan(uploads, stack), stack)
+
+
+def upload_bytes_into(root: Path, state_dir: Path, path: str, data: bytes) -> str:
+    """Write `data` as the file `path` (folders made as needed; a .zip is NOT unpacked), all or
+    nothing, as upload_into does; the file's normalised path."""
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise InvalidSpec(f"{path} is larger than {MAX_UPLOAD_BYTES} bytes")
+    name = str(validate_relative_path(path))
+    entry = Entry(name, False, 0o644, len(data), lambda: contextlib.nullcontext(io.BytesIO(data)))
+    with contextlib.ExitStack() as stack:
+        [written] = _write(root, state_dir, _complete([entry]), stack)
+        return written
+
+
+def _write(
+    root: Path, state_dir: Path, entries: list[Entry], stack: contextlib.ExitStack
+) -> list[str]:
+    """Check `entries` against the workspace, stage them, install them (steps 2 to 4)."""
+    _check_workspace(root, entries)
+    staging = Path(tempfile.mkdtemp(prefix="upload-", dir=state_dir))
+    stack.callback(remove_tree, staging)
+    try:
+        _stage(staging, entries)
+        _install(root, staging, entries)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise InvalidSpec("there is not enough space for this upload") from None
+        raise InvalidSpec(f"the upload could not be written: {exc.strerror}") from None
+    return [e.path for e in entries if not e.is_dir]
 
 
 def _plan(uploads: list[UploadedFile], stack: contextlib.ExitStack) -> list[Entry]:

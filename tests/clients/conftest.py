@@ -9,7 +9,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.webapp.agents.conftest import _fresh_quota, owner, sessions  # noqa: F401 (fixtures)
+from tests.webapp.agents.conftest import (  # noqa: F401 (fixtures)
+    _fresh_quota,
+    owner,
+    sessions,
+    stranger,
+)
+from tests.webapp.runs.conftest import sandbox_backend, threads_runner  # noqa: F401
+from tests.webapp.workspaces.conftest import workspaces_root  # noqa: F401
 
 CLIENT_SRC = Path(__file__).resolve().parents[2] / "clients" / "python" / "src"
 if str(CLIENT_SRC) not in sys.path:

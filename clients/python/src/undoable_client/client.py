@@ -9,10 +9,13 @@ import urllib.error
 import urllib.request
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from undoable_client.models import ApiError, ExecResult
+
+if TYPE_CHECKING:
+    from undoable_client.actions import Action, Workspace
 
 # 429 (over the token's quota) and 503 (no capacity) mean nothing ran: asking again is safe.
 RETRY_STATUSES = frozenset({429, 503})
@@ -56,11 +59,21 @@ class Client:
         return Session(self, data["id"], data["expires_at"])
 
     def request(self, method: str, path: str, *, body: bytes | None = None,
-                content_type: str = "application/json") -> bytes:  # fmt: skip
+                content_type: str = "application/json",
+                headers: dict[str, str] | None = None) -> bytes:  # fmt: skip
+        with self.open(method, path, body=body, content_type=content_type,
+                       headers=headers) as response:  # fmt: skip
+            data: bytes = response.read()
+            return data
+
+    def open(self, method: str, path: str, *, body: bytes | None = None,
+             content_type: str = "application/json",
+             headers: dict[str, str] | None = None) -> Any:  # fmt: skip
+        """The open HTTP response (read it as it comes), retried as `request` is."""
         waited_s = 0.0
         for attempt in range(max(self.retries, 0) + 1):
             try:
-                return self._send(method, path, body, content_type)
+                return self._open(method, path, body, content_type, headers or {})
             except ApiError as exc:
                 delay = self._retry_delay(exc, attempt, waited_s)
                 if delay is None:
@@ -76,23 +89,51 @@ class Client:
         delay = exc.retry_after_s if exc.retry_after_s is not None else 0.5 * 2**attempt
         return delay if waited_s + delay <= self.max_retry_wait_s else None
 
-    def _send(self, method: str, path: str, body: bytes | None, content_type: str) -> bytes:
+    def _open(self, method: str, path: str, body: bytes | None, content_type: str,
+              headers: dict[str, str]) -> Any:  # fmt: skip
         req = urllib.request.Request(self.base + path, data=body, method=method)  # noqa: S310
         req.add_header("Authorization", f"Bearer {self.token}")
         req.add_header("Accept", "application/json")
         if body is not None:
             req.add_header("Content-Type", content_type)
+        for name, value in headers.items():
+            req.add_header(name, value)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as response:  # noqa: S310
-                data: bytes = response.read()
-                return data
+            return urllib.request.urlopen(req, timeout=self.timeout_s)  # noqa: S310
         except urllib.error.HTTPError as exc:
             raise _api_error(exc) from None
 
-    def _json(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def _json(self, method: str, path: str, body: dict[str, Any] | None = None,
+              headers: dict[str, str] | None = None) -> Any:  # fmt: skip
         raw = None if body is None else json.dumps(body).encode()
-        data = self.request(method, path, body=raw)
+        data = self.request(method, path, body=raw, headers=headers)
         return json.loads(data) if data else None
+
+    def action(self, kind: str, forward_code: str, **options: Any) -> Action:
+        """Run an action (see `undoable_client.actions.action_create` for the options)."""
+        from undoable_client.actions import action_create
+
+        return action_create(self, kind, forward_code, **options)
+
+    def get_action(self, action_id: int) -> Action:
+        from undoable_client.actions import Action
+
+        return Action(self, self._json("GET", f"/actions/{int(action_id)}"))
+
+    def actions(self, *, status: str | None = None, kind: str | None = None) -> list[Action]:
+        from undoable_client.actions import Action
+
+        query = urlencode({k: v for k, v in (("status", status), ("kind", kind)) if v})
+        found = self._json("GET", "/actions" + (f"?{query}" if query else ""))["actions"]
+        return [Action(self, data) for data in found]
+
+    def workspace(self, workspace_id: int | None = None) -> Workspace:
+        """A new workspace, or the one with this id."""
+        from undoable_client.actions import Workspace
+
+        if workspace_id is None:
+            workspace_id = self._json("POST", "/workspaces")["id"]
+        return Workspace(self, int(workspace_id))
 
 
 class Session:

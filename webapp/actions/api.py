@@ -22,6 +22,7 @@ from ninja import Router, Schema
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from webapp.actions import output, services
+from webapp.actions.limits import LimitExceeded, token_limits
 from webapp.actions.selectors import action_list_for_user, get_action_for_user
 from webapp.actions.state import STATUSES
 from webapp.agents import conf
@@ -173,6 +174,8 @@ async def create_action(request: HttpRequest, payload: ActionIn) -> HttpResponse
         )
     except services.ActionRefused as exc:
         raise _refused(exc) from None
+    except LimitExceeded as exc:
+        raise ApiError(exc.status, str(exc), retry_after_s=exc.retry_after_s) from None
     return await _answer(request, query.pk, status=201 if created else 200)
 
 
@@ -185,6 +188,21 @@ async def list_actions(
         raise ApiError(400, f"status must be one of: {', '.join(STATUSES)}")
     found = await sync_to_async(action_list_for_user)(owner, status=status, kind=kind)
     return JsonResponse({"actions": found})
+
+
+class LimitsOut(Schema):
+    allowed_kinds: list[str]
+    allowed_hosts: list[str]
+    allowed_db_targets: list[str]
+    actions_per_hour: int | None
+    pending_at_once: int | None
+
+
+@router.get("/limits", response={200: LimitsOut, **ERRORS}, summary="This token's limits")
+async def get_limits(request: HttpRequest) -> HttpResponse:
+    """The damage limits its owner set on the token making this request (empty: none)."""
+    limits = await sync_to_async(token_limits)(request.auth)  # type: ignore[attr-defined]
+    return JsonResponse(limits.as_json())
 
 
 @router.get("/{action_id}", response={200: ActionOut, **ERRORS}, summary="An action's state")

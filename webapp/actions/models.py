@@ -44,3 +44,26 @@ class Action(models.Model):
 
     def __str__(self) -> str:
         return f"Action {self.query_id}"
+
+
+class TokenLimits(models.Model):
+    """A token's damage limits: what the agent holding it may do, checked before anything runs.
+
+    Empty lists and None mean no limit of that kind. Patterns are shell-style (`*.slack.com`);
+    db targets are written `sqlite:PATH` or `postgres:CREDENTIAL_NAME`.
+    """
+
+    token = models.OneToOneField(
+        ApiToken, on_delete=models.CASCADE, primary_key=True, related_name="limits"
+    )
+    allowed_kinds = models.JSONField(default=list, blank=True)
+    allowed_hosts = models.JSONField(default=list, blank=True)
+    allowed_db_targets = models.JSONField(default=list, blank=True)
+    actions_per_hour = models.PositiveIntegerField(null=True, blank=True)
+    pending_at_once = models.PositiveIntegerField(null=True, blank=True)
+    # Written by each admitted action, inside its transaction: concurrent creates of one token
+    # queue on this row, so two of them cannot both take the last place under a cap.
+    last_action_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"Limits of token {self.token_id}"

@@ -19,6 +19,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from executor import InvalidSpec, NothingPending, validate_relative_path
+from webapp.actions.limits import limits_check
 from webapp.actions.models import Action
 from webapp.actions.state import ActionState, action_state
 from webapp.agents.models import ApiToken
@@ -87,9 +88,10 @@ def action_create(
             validate_relative_path(request.sqlite)
         except InvalidSpec as exc:
             raise ActionRefused(400, f"db.sqlite: {exc}") from None
-    workspace = _workspace(owner, request)
     try:
         with transaction.atomic():
+            limits_check(token=token, request=request)  # LimitExceeded: nothing is saved
+            workspace = _workspace(owner, request)
             query = Query.objects.create(
                 owner=owner,
                 prompt=request.intent.strip() or DEFAULT_PROMPT,

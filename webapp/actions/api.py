@@ -11,6 +11,7 @@ import re
 from typing import Literal
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -120,8 +121,9 @@ def _request(payload: ActionIn) -> services.ActionRequest:
             raise ApiError(413, f"{name} is larger than {cap} bytes")
     if not payload.forward_code.strip():
         raise ApiError(400, "forward_code is empty")
-    if payload.timeout_s is not None and payload.timeout_s <= 0:
-        raise ApiError(400, "timeout_s must be > 0")
+    cap_s = float(settings.EXECUTOR_WALL_TIME_S)
+    if payload.timeout_s is not None and not 0 < payload.timeout_s <= cap_s:
+        raise ApiError(400, f"timeout_s must be > 0 and <= {cap_s:g}")
     return services.ActionRequest(
         kind=payload.kind,
         forward_code=payload.forward_code,
@@ -132,6 +134,7 @@ def _request(payload: ActionIn) -> services.ActionRequest:
         workspace=payload.workspace,
         sqlite=payload.db.sqlite if payload.db else None,
         postgres=payload.db.postgres if payload.db else None,
+        wall_time_s=None if payload.timeout_s is None else float(payload.timeout_s),
     )
 
 

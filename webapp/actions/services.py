@@ -57,6 +57,7 @@ class ActionRequest:
     workspace: int | None = None
     sqlite: str | None = None  # db target: a SQLite file in the workspace ...
     postgres: str | None = None  # ... or the credential holding a PostgreSQL URL
+    wall_time_s: float | None = None  # the forward run's, below the server's cap
 
     def digest(self) -> str:
         """What the Idempotency-Key stands for: everything but the credential values."""
@@ -112,7 +113,7 @@ def action_create(
             if workspace is not None:
                 workspaces.workspace_attach(query=query, workspace=workspace)
                 _db_target(workspace, request)
-            query_run(query=query, credentials=request.credentials)
+            query_run(query=query, credentials=request.credentials, wall_time_s=request.wall_time_s)
     except CredentialsMissing as exc:  # a credential given empty: the whole request is undone
         raise ActionRefused(400, _given_again(exc)) from None
     except IntegrityError:

@@ -36,7 +36,10 @@ def run_job(run: Run, *, env: dict[str, str]) -> contextlib.AbstractContextManag
     and rest kinds' come from the job sources webapp.workspaces registers: webapp.runs.jobs)."""
     spec = RunSpec(code=run.code, language=run.language, env=env)
     caps = executor.caps()
-    limits = caps.narrowed(max_output_bytes=min(caps.max_output_bytes, run.output_cap_bytes))
+    limits = caps.narrowed(
+        max_output_bytes=min(caps.max_output_bytes, run.output_cap_bytes),
+        wall_time_s=min(caps.wall_time_s, run.wall_time_s) if run.wall_time_s else None,
+    )
     return run_job_for(run, spec, limits)
 
 

@@ -48,6 +48,9 @@ class Run(models.Model):
     error = models.TextField(blank=True)  # infrastructure or validation message, never secrets
     output_bytes = models.PositiveIntegerField(default=0)
     output_cap_bytes = models.PositiveIntegerField(default=1_000_000)
+    # The wall time the request asked for (an API action's timeout_s), at most the server's cap;
+    # None: the cap.
+    wall_time_s = models.FloatField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
     worker = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -79,8 +79,11 @@ def run_apply_fix(*, run: Run) -> llm.Fix:
     return fix
 
 
-def run_create(*, query: Query, direction: str = "forward") -> Run:
-    """Snapshot the query's current code into a queued Run."""
+def run_create(
+    *, query: Query, direction: str = "forward", wall_time_s: float | None = None
+) -> Run:
+    """Snapshot the query's current code into a queued Run (`wall_time_s`: a shorter wall time
+    than the server's, which the worker applies, never above its cap)."""
     code = query.forward_code if direction == RunDirection.FORWARD else query.reverse_code
     return Run.objects.create(
         query=query,
@@ -88,6 +91,7 @@ def run_create(*, query: Query, direction: str = "forward") -> Run:
         code=code,
         language=query.language,
         output_cap_bytes=settings.EXECUTOR_MAX_OUTPUT_BYTES,
+        wall_time_s=wall_time_s,
     )
 
 
@@ -144,6 +148,7 @@ def query_run(
     credentials: dict[str, str] | None = None,
     confirm: str = "",
     grants: dict[str, str] | None = None,
+    wall_time_s: float | None = None,
 ) -> Run:
     """Create and start a run of the query's current code.
 
@@ -161,7 +166,7 @@ def query_run(
         logger.info("run refused: credential missing", extra={"query_id": query.pk})
         raise CredentialsMissing(missing)
     return run_start(
-        run=run_create(query=query, direction=direction),
+        run=run_create(query=query, direction=direction, wall_time_s=wall_time_s),
         credentials=credentials or {},
         grants=grants,
     )

@@ -164,3 +164,12 @@ def test_the_actions_are_in_the_openapi_schema():
         "/api/v1/actions/{action_id}/undo",
     ):
         assert path in paths
+
+
+def test_timeout_s_stops_the_forward_run_and_says_which_limit(owner, settings):
+    body = {"kind": "python", "forward_code": "import time\ntime.sleep(60)", "timeout_s": 1}
+    action = create(owner, body).json()
+    assert action["status"] == "failed"
+    assert action["error"] == "Stopped: time limit (1 s) reached."
+    over = create(owner, {**body, "timeout_s": settings.EXECUTOR_WALL_TIME_S + 1})
+    assert over.status_code == 400 and "timeout_s must be > 0 and <=" in over.json()["error"]

@@ -19,6 +19,7 @@ from django.db import connection
 
 from webapp.actions import services
 from webapp.actions.state import action_state, change_json
+from webapp.agents.exec_services import in_pool
 from webapp.queries.models import Query
 from webapp.runs.models import Run, RunChunk
 from webapp.runs.selectors import run_chunks_after
@@ -85,20 +86,35 @@ def action_json(query: Query) -> dict[str, Any]:
     }
 
 
-def _settled(query_id: int) -> tuple[bool, Run | None]:
-    """Whether the action has settled (a reverse run's change is kept on the way: the Undo
-    asked for it), and the run whose output is followed (the latest)."""
-    query = Query.objects.get(pk=query_id)
-    services.action_reverse_settle(query=query)
-    state = action_state(query)
-    return state.settled, state.reverse or state.forward
+def _state(query_id: int) -> tuple[bool, Run | None, bool]:
+    """Whether the action has settled, the run whose output is followed (the latest), and
+    whether an Undo's reverse program has ended leaving its change to keep."""
+    state = action_state(Query.objects.get(pk=query_id))
+    reverse = state.reverse
+    to_keep = reverse is not None and reverse.is_final and not state.settled
+    return state.settled, reverse or state.forward, to_keep
+
+
+async def _settled(query_id: int) -> tuple[bool, Run | None]:
+    """_state, keeping the reverse program's change on the way (the Undo asked for it): on a
+    pool thread, as a db Keep waits for the transaction's holder to commit."""
+    settled, run, to_keep = await sync_to_async(_state)(query_id)
+    if to_keep:
+        keep = with_own_connection(_reverse_settle)
+        await in_pool(keep, query_id)
+        settled, run, _ = await sync_to_async(_state)(query_id)
+    return settled, run
+
+
+def _reverse_settle(query_id: int) -> None:
+    services.action_reverse_settle(query=Query.objects.get(pk=query_id))
 
 
 async def action_settled(query_id: int) -> dict[str, Any]:
     """The action once it has settled (or as it stands after MAX_WAIT_S)."""
     deadline = time.monotonic() + MAX_WAIT_S
     while time.monotonic() < deadline:
-        settled, _ = await sync_to_async(_settled)(query_id)
+        settled, _ = await _settled(query_id)
         if settled:
             break
         await asyncio.sleep(POLL_S)
@@ -125,7 +141,7 @@ async def action_stream(query_id: int) -> AsyncIterator[bytes]:
     following: int | None = None
     after = 0
     while True:
-        settled, run = await sync_to_async(_settled)(query_id)
+        settled, run = await _settled(query_id)
         if run is not None and run.pk != following:
             following, after = run.pk, 0
         lines = await sync_to_async(_chunks)(following, after) if following else []

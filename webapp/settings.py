@@ -257,6 +257,8 @@ UNDOABLE_WORKSPACES_ROOT = Path(
 ).resolve()
 # A db run's transaction is rolled back by itself if nobody chooses Keep or Undo in time.
 UNDOABLE_DB_PENDING_TIMEOUT_S = env_float("UNDOABLE_DB_PENDING_TIMEOUT_S", 600.0, minimum=1)
+# A pending fs change nobody keeps or discards is discarded by the reaper after this long.
+UNDOABLE_FS_PENDING_TIMEOUT_S = env_float("UNDOABLE_FS_PENDING_TIMEOUT_S", 86400.0, minimum=1)
 # A rest action's effect happened when it ran: past this long without Keep or Undo it is
 # `expired` (the effect stands; its reverse program can still take it back).
 UNDOABLE_REST_PENDING_TIMEOUT_S = env_float("UNDOABLE_REST_PENDING_TIMEOUT_S", 3600.0, minimum=1)

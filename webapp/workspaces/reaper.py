@@ -12,12 +12,13 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
+from django.conf import settings
 from django.utils import timezone
 
-from executor import Reservation
+from executor import NothingPending, Reservation
 from webapp.runs.models import RunStatus
 from webapp.workspaces.models import OPEN_STATUSES, ChangeStatus, PendingChange
-from webapp.workspaces.services import workspace_for_query, workspace_fs
+from webapp.workspaces.services import change_set, workspace_for_query, workspace_fs
 
 logger = logging.getLogger(__name__)
 
@@ -51,5 +52,35 @@ def changes_reap(*, now: dt.datetime | None = None) -> list[int]:
         logger.warning(
             "orphaned change ended", extra={"change_id": change.pk, "was": change.status}
         )
+        ended.append(change.pk)
+    return ended
+
+
+FS_TIMEOUT_REASON = (
+    "Discarded automatically: nobody chose Keep or Discard in time (the workspace is as before)."
+)
+
+
+def fs_pending_expire(*, now: dt.datetime | None = None) -> list[int]:
+    """Discard fs changes left pending past UNDOABLE_FS_PENDING_TIMEOUT_S, and say so.
+
+    The workspace's lock decides against a Keep or Discard at the same moment: whichever runs
+    first wins, the other finds nothing pending (NothingPending) and changes nothing."""
+    now = now or timezone.now()
+    before = now - dt.timedelta(seconds=settings.UNDOABLE_FS_PENDING_TIMEOUT_S)
+    stale = PendingChange.objects.filter(
+        kind="fs", status=ChangeStatus.PENDING, updated_at__lt=before
+    ).select_related("run__query")
+    ended = []
+    for change in stale:
+        pending = workspace_fs(workspace_for_query(change.run.query)).pending()
+        if pending is None or pending.run_id != str(change.run_id):
+            continue
+        try:
+            pending.undo()
+        except NothingPending:
+            continue  # decided meanwhile: that decision stands
+        change_set(change, ChangeStatus.DISCARDED, FS_TIMEOUT_REASON, timed_out=True)
+        logger.info("pending fs change timed out", extra={"change_id": change.pk})
         ended.append(change.pk)
     return ended

@@ -9,14 +9,17 @@ import logging
 import sqlite3
 import sys
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from tests.webapp.runs.waiting import wait_until
 from webapp.workspaces.models import Workspace
+from webapp.workspaces.reaper import fs_pending_expire
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fakes"))
 from slack_server import FakeSlackServer  # noqa: E402
@@ -237,3 +240,27 @@ def test_a_db_action_on_postgresql_discarded_leaves_balances_and_kept_changes_th
     assert owner.post(f"/api/v1/actions/{kept['id']}/keep", {}).json()["status"] == "kept"
     assert pg_balances(pg_url) == [600, 750]
     assert pg_url.encode() not in database_dump()
+
+
+def test_a_pending_fs_action_past_its_timeout_is_discarded_by_the_reaper_and_says_so(
+    owner, settings
+):
+    action = create(owner, {"kind": "fs", "forward_code": "open('late.txt', 'w').write('x')"})
+    settings.UNDOABLE_FS_PENDING_TIMEOUT_S = 1
+    assert fs_pending_expire(now=timezone.now()) == []  # not yet
+    ended = fs_pending_expire(now=timezone.now() + timedelta(seconds=2))
+    assert len(ended) == 1
+    state = owner.get(f"/api/v1/actions/{action['id']}").json()
+    assert state["status"] == "discarded" and state["change"]["timed_out"]
+    assert "nobody chose Keep or Discard in time" in state["error"]
+    assert list(root_of(action).iterdir()) == []
+    late = owner.post(f"/api/v1/actions/{action['id']}/keep", {})
+    assert late.status_code == 409
+
+
+def test_a_kept_fs_action_is_not_discarded_by_the_reaper(owner, settings):
+    action = create(owner, {"kind": "fs", "forward_code": "open('kept.txt', 'w').write('x')"})
+    owner.post(f"/api/v1/actions/{action['id']}/keep", {})
+    settings.UNDOABLE_FS_PENDING_TIMEOUT_S = 1
+    assert fs_pending_expire(now=timezone.now() + timedelta(seconds=2)) == []
+    assert (root_of(action) / "kept.txt").exists()

@@ -30,6 +30,9 @@ class Action(models.Model):
     request_digest = models.CharField(max_length=64, blank=True)
     # A rest action's effect happened when it ran; Keep only records that it stands.
     kept_at = models.DateTimeField(null=True, blank=True)
+    # When its token was revoked while it waited: fs/db changes were discarded then, a rest
+    # action expired (its effect stands).
+    token_revoked_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -252,3 +252,18 @@ def action_reverse_settle(*, query: Query) -> None:
         return
     with contextlib.suppress(NothingPending):  # kept (or timed out) by another request meanwhile
         workspaces.change_keep(change=change)
+
+
+def actions_end_for_revoked_token(*, token: ApiToken, **_: object) -> None:
+    """The token was revoked: its pending fs and db actions are discarded, its pending rest
+    actions expire (their effect stands); each records why (`token_revoked_at`)."""
+    now = timezone.now()
+    for action in Action.objects.filter(token=token).select_related("query"):
+        state = action_state(action.query)
+        if state.status != "pending":
+            continue
+        Action.objects.filter(pk=action.pk).update(token_revoked_at=now)
+        if action.query.kind in ("fs", "db") and state.change is not None:
+            with contextlib.suppress(NothingPending, ActionRefused), _decision_raced():
+                workspaces.change_discard(change=state.change)
+        logger.info("action ended: its token was revoked", extra={"query_id": action.query_id})

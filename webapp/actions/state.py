@@ -43,6 +43,11 @@ _CHANGE_STATUS = {
     ChangeStatus.DISCARDED: "discarded",
     ChangeStatus.FAILED: "failed",
 }
+REVOKED_REASON = "Discarded: the token that made it was revoked while it waited."
+REVOKED_EXPIRED_REASON = (
+    "The token that made it was revoked: the effect stands; run the reverse program to take it "
+    "back."
+)
 EXPIRED_REASON = (
     "The effect stands: nobody kept or undid it in time; run the reverse program to take it back."
 )
@@ -98,15 +103,20 @@ def action_state(query: Query) -> ActionState:
         if undone.status == ChangeStatus.DISCARDED:
             return state("reverse_failed", undone.message)
         return state("running")
+    action = getattr(query, "action", None)
+    revoked = action is not None and action.token_revoked_at is not None
     if query.kind in ("fs", "db"):
         if change is None:
             return state("failed", "The run left no change to decide on.")
         status = _CHANGE_STATUS[ChangeStatus(change.status)]
+        if status == "discarded" and revoked:
+            return state(status, REVOKED_REASON)
         return state(status, change.message if status in ("discarded", "failed") else "")
     if query.kind == "rest":
-        kept_at = getattr(getattr(query, "action", None), "kept_at", None)
-        if kept_at is not None:
+        if action is not None and action.kept_at is not None:
             return state("kept")
+        if revoked:
+            return state("expired", REVOKED_EXPIRED_REASON)
         deadline = (forward.finished_at or forward.created_at) + timedelta(
             seconds=settings.UNDOABLE_REST_PENDING_TIMEOUT_S
         )

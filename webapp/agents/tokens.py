@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from django.contrib.auth.models import User
+from django.db import transaction
 from django.db.models import Model, QuerySet
 from django.db.models.query import RawQuerySet
+from django.dispatch import Signal
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -24,6 +26,9 @@ TOKEN_PREFIX = "udb_"  # noqa: S105 - a public marker, not a secret
 # last_used_at is a hint for people, not an audit log: write it at most this often.
 _LAST_USED_RESOLUTION = dt.timedelta(seconds=60)
 M = TypeVar("M", bound=Model)
+# Sent (token=ApiToken) once a revocation is committed: apps built on this one end what the
+# token left waiting (webapp.actions discards its pending changes).
+token_revoked = Signal()
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ def token_revoke(*, owner: User, token_id: int) -> ApiToken:
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
         logger.info("api token revoked", extra={"token_id": token.pk, "user_id": owner.pk})
+        transaction.on_commit(lambda: token_revoked.send(sender=ApiToken, token=token))
     return token
 
 

@@ -10,9 +10,12 @@ from django.core.management import call_command
 
 from webapp.actions import limits as limits_module
 from webapp.actions.limits import Limits, token_limits_set
+from webapp.actions.output import action_json
 from webapp.agents.models import ApiToken
+from webapp.agents.tokens import token_revoke, token_revoked
 from webapp.queries.models import Query
 from webapp.runs.models import Run
+from webapp.workspaces.models import Workspace
 
 pytestmark = pytest.mark.usefixtures("threads_runner", "workspaces_root")
 
@@ -112,3 +115,35 @@ def test_sabotage_without_counting_pending_changes_a_second_pending_action_runs(
     limit(owner, pending_at_once=1)
     owner.post("/api/v1/actions", FS)
     assert owner.post("/api/v1/actions", FS).status_code == 201
+
+
+def test_revoking_a_token_discards_its_pending_fs_and_db_actions_and_expires_rest_ones(owner):
+    fs = owner.post("/api/v1/actions", FS).json()
+    db = owner.post(
+        "/api/v1/actions", {"kind": "db", "forward_code": "db.execute('CREATE TABLE t (x)')"}
+    ).json()
+    rest = owner.post("/api/v1/actions", {"kind": "rest", "forward_code": "print('sent')"}).json()
+    done = owner.post("/api/v1/actions", FS).json()
+    owner.post(f"/api/v1/actions/{done['id']}/keep", {})
+    assert [a["status"] for a in (fs, db, rest)] == ["pending"] * 3
+    token = ApiToken.objects.get(owner=owner.user)
+    token_revoke(owner=owner.user, token_id=token.pk)
+    states = {a["id"]: a for a in map(action_json, Query.objects.all())}
+    assert states[fs["id"]]["status"] == states[db["id"]]["status"] == "discarded"
+    assert "token that made it was revoked" in states[fs["id"]]["error"]
+    assert "token that made it was revoked" in states[db["id"]]["error"]
+    assert states[rest["id"]]["status"] == "expired"
+    assert "the effect stands" in states[rest["id"]]["error"]
+    assert states[done["id"]]["status"] == "kept"
+    assert list(Workspace.objects.get(pk=fs["workspace"]).root.iterdir()) == []
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_revocation_receiver_a_pending_action_outlives_its_token(
+    owner, monkeypatch
+):
+    monkeypatch.setattr(token_revoked, "receivers", [])
+    monkeypatch.setattr(token_revoked, "sender_receivers_cache", {})
+    fs = owner.post("/api/v1/actions", FS).json()
+    token_revoke(owner=owner.user, token_id=ApiToken.objects.get(owner=owner.user).pk)
+    assert action_json(Query.objects.get(pk=fs["id"]))["status"] == "pending"

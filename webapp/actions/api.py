@@ -184,12 +184,16 @@ async def create_action(request: HttpRequest, payload: ActionIn) -> HttpResponse
 
 @router.get("", response={200: ActionListOut, **ERRORS}, summary="List actions")
 async def list_actions(
-    request: HttpRequest, status: str | None = None, kind: str | None = None
+    request: HttpRequest,
+    status: str | None = None,
+    kind: str | None = None,
+    token: str | None = None,
 ) -> HttpResponse:
+    """Newest first, at most 100; `token` is the prefix of the token that made them."""
     owner = request.auth.owner  # type: ignore[attr-defined]
     if status is not None and status not in STATUSES:
         raise ApiError(400, f"status must be one of: {', '.join(STATUSES)}")
-    found = await sync_to_async(action_list_for_user)(owner, status=status, kind=kind)
+    found = await sync_to_async(action_list_for_user)(owner, status=status, kind=kind, token=token)
     return JsonResponse({"actions": found})
 
 

@@ -27,11 +27,14 @@ def get_action_for_user(user: User | AnonymousUser, action_id: int) -> Query:
 
 
 def action_list_for_user(
-    user: User, *, status: str | None = None, kind: str | None = None
+    user: User, *, status: str | None = None, kind: str | None = None, token: str | None = None
 ) -> list[dict[str, Any]]:
-    """The user's latest actions (newest first), filtered by status and kind."""
+    """The user's latest actions (newest first), filtered by status, kind and the prefix of
+    the token that made them."""
     queries = Query.objects.filter(owner=user, runs__direction=RunDirection.FORWARD).distinct()
     if kind:
         queries = queries.filter(kind=kind)
+    if token:
+        queries = queries.filter(action__token__prefix=token)
     found = [action_json(query) for query in queries.order_by("-created_at", "-id")[:MAX_LISTED]]
     return [action for action in found if status is None or action["status"] == status]

@@ -173,3 +173,24 @@ def test_timeout_s_stops_the_forward_run_and_says_which_limit(owner, settings):
     assert action["error"] == "Stopped: time limit (1 s) reached."
     over = create(owner, {**body, "timeout_s": settings.EXECUTOR_WALL_TIME_S + 1})
     assert over.status_code == 400 and "timeout_s must be > 0 and <=" in over.json()["error"]
+
+
+def test_the_list_filters_by_the_token_that_made_the_action(owner):
+    from webapp.agents.models import ApiToken
+    from webapp.agents.tokens import token_create
+
+    other = token_create(owner=owner.user, name="second").secret
+    mine = create(owner, {"kind": "python", "forward_code": "print(1)"}).json()
+    owner.token = other
+    create(owner, {"kind": "python", "forward_code": "print(2)"})
+    first_prefix = ApiToken.objects.get(name="test").prefix
+    listed = owner.get("/api/v1/actions", token=first_prefix).json()["actions"]
+    assert [a["id"] for a in listed] == [mine["id"]]
+
+
+def test_a_body_past_the_cap_is_413_and_runs_nothing(owner, settings):
+    settings.AGENTS_MAX_BODY_BYTES = 2048
+    body = {"kind": "python", "forward_code": "#" * 4096}
+    response = create(owner, body)
+    assert response.status_code == 413 and response.json() == {"error": "request body is too large"}
+    assert Run.objects.count() == 0

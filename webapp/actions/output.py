@@ -11,7 +11,7 @@ import asyncio
 import functools
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
@@ -27,10 +27,20 @@ from webapp.workspaces.models import WorkspaceUse
 
 T = TypeVar("T")
 
+# The rows are read again after 10 ms, then ever less often up to every 200 ms: a short run
+# answers soon after it ends, a long one costs five reads a second.
+FIRST_POLL_S = 0.01
 POLL_S = 0.2
 # A wait longer than this answers with the action as it stands (GET it again later).
 MAX_WAIT_S = 900.0
 CHUNK_BATCH = 500
+
+
+def _polls() -> Iterator[float]:
+    delay = FIRST_POLL_S
+    while True:
+        yield delay
+        delay = min(delay * 2, POLL_S)
 
 
 def with_own_connection(fn: Callable[..., T]) -> Callable[..., T]:
@@ -113,11 +123,12 @@ def _reverse_settle(query_id: int) -> None:
 async def action_settled(query_id: int) -> dict[str, Any]:
     """The action once it has settled (or as it stands after MAX_WAIT_S)."""
     deadline = time.monotonic() + MAX_WAIT_S
+    polls = _polls()
     while time.monotonic() < deadline:
         settled, _ = await _settled(query_id)
         if settled:
             break
-        await asyncio.sleep(POLL_S)
+        await asyncio.sleep(next(polls))
     return await sync_to_async(_json_by_id)(query_id)
 
 
@@ -140,6 +151,7 @@ async def action_stream(query_id: int) -> AsyncIterator[bytes]:
     deadline = time.monotonic() + MAX_WAIT_S
     following: int | None = None
     after = 0
+    polls = _polls()
     while True:
         settled, run = await _settled(query_id)
         if run is not None and run.pk != following:
@@ -151,6 +163,6 @@ async def action_stream(query_id: int) -> AsyncIterator[bytes]:
         if (settled and not lines) or time.monotonic() >= deadline:
             break
         if not lines:
-            await asyncio.sleep(POLL_S)
+            await asyncio.sleep(next(polls))
     action = await sync_to_async(_json_by_id)(query_id)
     yield (json.dumps({"type": "action", "action": action}) + "\n").encode()

@@ -203,6 +203,7 @@ class LimitsOut(Schema):
     allowed_db_targets: list[str]
     actions_per_hour: int | None
     pending_at_once: int | None
+    review_required: bool
 
 
 @router.get("/limits", response={200: LimitsOut, **ERRORS}, summary="This token's limits")
@@ -226,12 +227,15 @@ async def _decide(request: HttpRequest, action_id: int, decide: object) -> HttpR
         await in_pool(output.with_own_connection(decide), query=query)  # type: ignore[arg-type]
     except services.ActionRefused as exc:
         raise _refused(exc) from None
+    except LimitExceeded as exc:
+        raise ApiError(exc.status, str(exc)) from None
     return JsonResponse(await sync_to_async(output.action_json)(query))
 
 
 @router.post("/{action_id}/keep", response={200: ActionOut, **ERRORS}, summary="Keep")
 async def keep_action(request: HttpRequest, action_id: int) -> HttpResponse:
-    """Apply a pending fs or db change; for a rest action, record that its effect stands."""
+    """Apply a pending fs or db change; for a rest action, record that its effect stands.
+    A token that requires review is refused (403): its owner keeps the action on its page."""
     return await _decide(request, action_id, services.action_keep)
 
 

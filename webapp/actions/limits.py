@@ -48,6 +48,7 @@ class Limits:
     allowed_db_targets: list[str]
     actions_per_hour: int | None
     pending_at_once: int | None
+    review_required: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -66,6 +67,7 @@ def token_limits(token: ApiToken) -> Limits:
         list(row.allowed_db_targets),
         row.actions_per_hour,
         row.pending_at_once,
+        row.review_required,
     )
 
 
@@ -173,3 +175,12 @@ def _pending(token: ApiToken) -> int:
         .count()
     )
     return open_changes + rest + queued
+
+
+def review_check(*, token: ApiToken | None, review_url: str) -> None:
+    """Refuse a Keep through the API of an action whose token requires the owner's review."""
+    if token is not None and token_limits(token).review_required:
+        raise LimitExceeded(
+            "review_required",
+            f"this token's actions are kept by their owner in the web app: {review_url}",
+        )

@@ -64,6 +64,8 @@ class TokenLimits(models.Model):
     allowed_db_targets = models.JSONField(default=list, blank=True)
     actions_per_hour = models.PositiveIntegerField(null=True, blank=True)
     pending_at_once = models.PositiveIntegerField(null=True, blank=True)
+    # Keep through the API is refused: only the owner's Keep on the query page applies it.
+    review_required = models.BooleanField(default=False)
     # Written by each admitted action, inside its transaction: concurrent creates of one token
     # queue on this row, so two of them cannot both take the last place under a cap.
     last_action_at = models.DateTimeField(null=True, blank=True)

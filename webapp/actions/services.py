@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from executor import InvalidSpec, NothingPending, validate_relative_path
-from webapp.actions.limits import limits_check
+from webapp.actions.limits import limits_check, review_check
 from webapp.actions.models import Action
 from webapp.actions.state import ActionState, action_state
 from webapp.agents.models import ApiToken
@@ -171,8 +172,16 @@ def _forward_change(query: Query) -> PendingChange | None:
 
 
 def action_keep(*, query: Query) -> None:
-    """Keep: apply a pending fs/db change; for rest, record that its effect stands."""
+    """Keep: apply a pending fs/db change; for rest, record that its effect stands.
+
+    LimitExceeded when the action's token requires its owner's review: the owner keeps it on
+    the query page (webapp.workspaces' Keep, which this is not)."""
     state = _pending(query, "keep")
+    action = Action.objects.filter(query=query).select_related("token").first()
+    review_check(
+        token=action.token if action else None,
+        review_url=reverse("queries:query-detail", args=[query.pk]),
+    )
     if query.kind == "rest":
         if not Action.objects.filter(query=query, kept_at__isnull=True).update(
             kept_at=timezone.now()

@@ -7,15 +7,17 @@ import io
 
 import pytest
 from django.core.management import call_command
+from django.urls import reverse
 
 from webapp.actions import limits as limits_module
+from webapp.actions import services
 from webapp.actions.limits import Limits, token_limits_set
 from webapp.actions.output import action_json
 from webapp.agents.models import ApiToken
 from webapp.agents.tokens import token_revoke, token_revoked
 from webapp.queries.models import Query
 from webapp.runs.models import Run
-from webapp.workspaces.models import Workspace
+from webapp.workspaces.models import PendingChange, Workspace
 
 pytestmark = pytest.mark.usefixtures("threads_runner", "workspaces_root")
 
@@ -147,3 +149,36 @@ def test_sabotage_without_the_revocation_receiver_a_pending_action_outlives_its_
     fs = owner.post("/api/v1/actions", FS).json()
     token_revoke(owner=owner.user, token_id=ApiToken.objects.get(owner=owner.user).pk)
     assert action_json(Query.objects.get(pk=fs["id"]))["status"] == "pending"
+
+
+def test_a_review_required_tokens_keep_is_refused_and_the_owners_keep_on_the_page_applies_it(
+    owner,
+):
+    limit(owner, review_required=True)
+    action = owner.post("/api/v1/actions", FS).json()
+    refused_keep = owner.post(f"/api/v1/actions/{action['id']}/keep", {})
+    refused(refused_keep, 403, "review_required")
+    assert f"/queries/{action['id']}/" in refused_keep.json()["error"]
+    assert owner.get(f"/api/v1/actions/{action['id']}").json()["status"] == "pending"
+    change = PendingChange.objects.get(run__query_id=action["id"])
+    owner.client.force_login(owner.user)
+    page = owner.client.post(
+        reverse("workspaces:change-keep", args=[change.pk]), HTTP_ACCEPT="application/json"
+    )
+    assert page.status_code == 200
+    assert owner.get(f"/api/v1/actions/{action['id']}").json()["status"] == "kept"
+    assert (Workspace.objects.get(pk=action["workspace"]).root / "a.txt").read_text() == "a"
+
+
+def test_a_review_required_tokens_actions_can_still_be_discarded_through_the_api(owner):
+    limit(owner, review_required=True)
+    action = owner.post("/api/v1/actions", FS).json()
+    assert owner.post(f"/api/v1/actions/{action['id']}/discard", {}).json()["status"] == "discarded"
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_review_check_the_api_keeps_it(owner, monkeypatch):
+    monkeypatch.setattr(services, "review_check", lambda **_: None)
+    limit(owner, review_required=True)
+    action = owner.post("/api/v1/actions", FS).json()
+    assert owner.post(f"/api/v1/actions/{action['id']}/keep", {}).json()["status"] == "kept"

@@ -26,6 +26,11 @@ class Command(BaseCommand):
         parser.add_argument("--db-targets", help="sqlite:PATH or postgres:CREDENTIAL patterns")
         parser.add_argument("--per-hour", type=int, help="actions an hour (-1: no cap)")
         parser.add_argument("--pending", type=int, help="actions pending at once (-1: no cap)")
+        parser.add_argument(
+            "--review",
+            choices=("on", "off"),
+            help="on: Keep through the API is refused; the owner keeps actions in the web app",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         found = list(ApiToken.objects.filter(prefix=options["prefix"], revoked_at__isnull=True))
@@ -35,13 +40,15 @@ class Command(BaseCommand):
         now = token_limits(token)
         kinds, hosts, targets = (_names(options[name]) for name in ("kinds", "hosts", "db_targets"))
         caps = {name: options[name] for name in ("per_hour", "pending")}
-        if any(v is not None for v in (kinds, hosts, targets, *caps.values())):
+        review = options["review"]
+        if any(v is not None for v in (kinds, hosts, targets, review, *caps.values())):
             wanted = Limits(
                 allowed_kinds=now.allowed_kinds if kinds is None else kinds,
                 allowed_hosts=now.allowed_hosts if hosts is None else hosts,
                 allowed_db_targets=now.allowed_db_targets if targets is None else targets,
                 actions_per_hour=_cap(caps["per_hour"], now.actions_per_hour),
                 pending_at_once=_cap(caps["pending"], now.pending_at_once),
+                review_required=now.review_required if review is None else review == "on",
             )
             try:
                 now = token_limits_set(token=token, limits=wanted)

@@ -229,7 +229,7 @@ async def _decide(request: HttpRequest, action_id: int, decide: object) -> HttpR
         raise _refused(exc) from None
     except LimitExceeded as exc:
         raise ApiError(exc.status, str(exc)) from None
-    return JsonResponse(await sync_to_async(output.action_json)(query))
+    return JsonResponse(await output.action_decided(query.pk))
 
 
 @router.post("/{action_id}/keep", response={200: ActionOut, **ERRORS}, summary="Keep")
@@ -263,5 +263,5 @@ async def undo_action(
     except services.ActionRefused as exc:
         raise _refused(exc) from None
     if run is None:  # a pending change was discarded: nothing ran
-        return JsonResponse(await sync_to_async(output.action_json)(query))
+        return JsonResponse(await output.action_decided(query.pk))
     return await _answer(request, query.pk, status=200)

@@ -23,7 +23,7 @@ from webapp.agents.exec_services import in_pool
 from webapp.queries.models import Query
 from webapp.runs.models import Run, RunChunk
 from webapp.runs.selectors import run_chunks_after
-from webapp.workspaces.models import WorkspaceUse
+from webapp.workspaces.models import ChangeStatus, WorkspaceUse
 
 T = TypeVar("T")
 
@@ -169,3 +169,24 @@ async def action_stream(query_id: int) -> AsyncIterator[bytes]:
             await asyncio.sleep(next(polls))
     action = await sync_to_async(_json_by_id)(query_id)
     yield (json.dumps({"type": "action", "action": action}) + "\n").encode()
+
+
+# A db holder in another process (a Celery worker) notices a decision within its polling
+# interval (webapp.workspaces.db_runs.POLL_S); Keep and Discard wait this long for its answer.
+DECISION_WAIT_S = 15.0
+_DECIDING = (ChangeStatus.KEEP_REQUESTED, ChangeStatus.DISCARD_REQUESTED)
+
+
+def _deciding(query_id: int) -> bool:
+    change = action_state(Query.objects.get(pk=query_id)).change
+    return change is not None and change.status in _DECIDING
+
+
+async def action_decided(query_id: int) -> dict[str, Any]:
+    """The action once its Keep or Discard has been applied (the db transaction committed or
+    rolled back by its holder, wherever it runs), or as it stands after DECISION_WAIT_S."""
+    deadline = time.monotonic() + DECISION_WAIT_S
+    polls = _polls()
+    while time.monotonic() < deadline and await sync_to_async(_deciding)(query_id):
+        await asyncio.sleep(next(polls))
+    return await sync_to_async(_json_by_id)(query_id)

@@ -18,6 +18,8 @@ from django.db import connection
 from django.utils import timezone
 
 from tests.webapp.runs.waiting import wait_until
+from webapp.actions import output
+from webapp.workspaces import decisions
 from webapp.workspaces.models import Workspace
 from webapp.workspaces.reaper import fs_pending_expire
 
@@ -264,3 +266,39 @@ def test_a_kept_fs_action_is_not_discarded_by_the_reaper(owner, settings):
     settings.UNDOABLE_FS_PENDING_TIMEOUT_S = 1
     assert fs_pending_expire(now=timezone.now() + timedelta(seconds=2)) == []
     assert (root_of(action) / "kept.txt").exists()
+
+
+def test_a_db_keep_whose_holder_is_in_another_process_answers_once_committed(
+    owner, bank, monkeypatch
+):
+    # As from a Celery worker: nothing in this process is woken; the holder polls the row.
+    monkeypatch.setattr(decisions, "decision_made", lambda change_id, wait_s=0.0: False)
+    body = {
+        "kind": "db",
+        "forward_code": ADD_500,
+        "workspace": bank["workspace"],
+        "db": {"sqlite": "bank.sqlite3"},
+    }
+    kept = create(owner, body)
+    assert owner.post(f"/api/v1/actions/{kept['id']}/keep", {}).json()["status"] == "kept"
+    assert balances(bank) == [600, 750]
+    discarded = create(owner, body)
+    answer = owner.post(f"/api/v1/actions/{discarded['id']}/discard", {}).json()
+    assert answer["status"] == "discarded"
+    assert balances(bank) == [600, 750]
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_waiting_for_the_holder_a_keep_answers_before_it_is_applied(
+    owner, bank, monkeypatch
+):
+    monkeypatch.setattr(decisions, "decision_made", lambda change_id, wait_s=0.0: False)
+    monkeypatch.setattr(output, "DECISION_WAIT_S", 0.0)
+    body = {
+        "kind": "db",
+        "forward_code": ADD_500,
+        "workspace": bank["workspace"],
+        "db": {"sqlite": "bank.sqlite3"},
+    }
+    action = create(owner, body)
+    assert owner.post(f"/api/v1/actions/{action['id']}/keep", {}).json()["status"] == "pending"

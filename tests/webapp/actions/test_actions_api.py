@@ -4,6 +4,8 @@ real sandboxes and the embedded runner."""
 from __future__ import annotations
 
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -194,3 +196,19 @@ def test_a_body_past_the_cap_is_413_and_runs_nothing(owner, settings):
     response = create(owner, body)
     assert response.status_code == 413 and response.json() == {"error": "request body is too large"}
     assert Run.objects.count() == 0
+
+
+def test_retries_sent_at_the_same_moment_with_one_key_run_once(owner):
+    body = {"kind": "python", "forward_code": "print('once')"}
+    start = threading.Barrier(4)
+
+    def send(_: int) -> tuple[int, int]:
+        start.wait()
+        response = owner.post("/api/v1/actions", body, headers={"Idempotency-Key": "same"})
+        return response.status_code, response.json()["id"]
+
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(send, range(4)))
+    assert sorted(code for code, _ in answers) == [200, 200, 200, 201]
+    assert len({action_id for _, action_id in answers}) == 1
+    assert Run.objects.count() == 1

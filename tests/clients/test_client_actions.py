@@ -17,6 +17,7 @@ import pytest
 from undoable_client import ApiError, Client
 
 from tests.webapp.actions.test_action_undo import database_dump
+from webapp.actions import output
 from webapp.runs.models import Run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
@@ -197,3 +198,11 @@ def test_malformed_and_hostile_json_is_a_400_with_a_clear_error(app_server, owne
     assert refused.value.code == 400
     assert json.loads(refused.value.read())["error"]
     assert Run.objects.count() == 0
+
+
+def test_wait_follows_an_action_the_server_answered_before_it_settled(client, monkeypatch):
+    monkeypatch.setattr(output, "MAX_WAIT_S", 0.0)  # the server answers at once
+    action = client.action("python", "import time\ntime.sleep(1)\nprint('slept')")
+    assert action.status in ("queued", "running")
+    assert action.wait(timeout_s=60).status == "succeeded"
+    assert action.stdout == "slept\n"

@@ -98,7 +98,7 @@ def action_state(query: Query) -> ActionState:
         undone = PendingChange.objects.filter(run=reverse).first()
         if undone is None or undone.status == ChangeStatus.FAILED:
             return state("reverse_failed", undone.message if undone else "No change was left.")
-        if undone.status in (ChangeStatus.KEPT,):
+        if undone.status == ChangeStatus.KEPT:
             return state("reversed")
         if undone.status == ChangeStatus.DISCARDED:
             return state("reverse_failed", undone.message)

@@ -3,6 +3,7 @@ real sandboxes and the embedded runner: the proofs of issue 43's actions API."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from undoable_client import ApiError, Client
+from undoable_client import ApiError, AsyncClient, Client
 
 from tests.webapp.actions.test_action_undo import database_dump
 from webapp.actions import output
@@ -206,3 +207,14 @@ def test_wait_follows_an_action_the_server_answered_before_it_settled(client, mo
     assert action.status in ("queued", "running")
     assert action.wait(timeout_s=60).status == "succeeded"
     assert action.stdout == "slept\n"
+
+
+def test_the_async_client_runs_and_keeps_an_action(app_server, owner):
+    async def main() -> tuple[str, str]:
+        client = AsyncClient(app_server, owner.token)
+        action = await client.action("fs", "open('a.txt', 'w').write('a')")
+        before = action.status
+        await action.keep()
+        return before, (await client.get_action(action.id)).status
+
+    assert asyncio.run(main()) == ("pending", "kept")

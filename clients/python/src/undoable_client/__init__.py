@@ -13,19 +13,20 @@
     action.status                               # "pending"
     action.keep()                               # or .discard(), .undo(credentials)
 
-AsyncClient is the same for exec and sessions, awaitable. Failed requests raise ApiError;
+AsyncClient is the same, awaitable. Failed requests raise ApiError;
 429 and 503 are retried after the server's Retry-After first. `undoable_client.tools` is an
 OpenAI tool for running code, `undoable_client.codeact` a CodeAct loop on one session.
 """
 
 from undoable_client.actions import Action, Workspace
-from undoable_client.async_client import AsyncClient, AsyncSession
+from undoable_client.async_client import AsyncAction, AsyncClient, AsyncSession
 from undoable_client.client import Client, Session
 from undoable_client.models import ApiError, ExecResult, Image
 
 __all__ = [
     "Action",
     "ApiError",
+    "AsyncAction",
     "AsyncClient",
     "AsyncSession",
     "Client",

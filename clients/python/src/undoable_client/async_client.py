@@ -17,6 +17,7 @@ import asyncio
 from types import TracebackType
 from typing import Any
 
+from undoable_client.actions import Action
 from undoable_client.client import Client, Session
 from undoable_client.models import ExecResult
 
@@ -34,6 +35,45 @@ class AsyncClient:
     async def session(self) -> AsyncSession:
         """Start a stateful session; `async with await client.session() as s:` deletes it."""
         return AsyncSession(await asyncio.to_thread(self.sync.session))
+
+    async def action(self, kind: str, forward_code: str, **options: Any) -> AsyncAction:
+        """Run an action; the keyword arguments of Client.action (`on_output` is called on a
+        worker thread)."""
+        return AsyncAction(await asyncio.to_thread(self.sync.action, kind, forward_code, **options))
+
+    async def get_action(self, action_id: int) -> AsyncAction:
+        return AsyncAction(await asyncio.to_thread(self.sync.get_action, action_id))
+
+
+class AsyncAction:
+    """An Action whose keep, discard, undo, refresh and wait are awaitable; `data`, `status`
+    and the other fields read the last answer."""
+
+    def __init__(self, action: Action) -> None:
+        self.sync = action
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sync, name)
+
+    async def keep(self) -> AsyncAction:
+        await asyncio.to_thread(self.sync.keep)
+        return self
+
+    async def discard(self) -> AsyncAction:
+        await asyncio.to_thread(self.sync.discard)
+        return self
+
+    async def undo(self, credentials: dict[str, str] | None = None) -> AsyncAction:
+        await asyncio.to_thread(self.sync.undo, credentials)
+        return self
+
+    async def refresh(self) -> AsyncAction:
+        await asyncio.to_thread(self.sync.refresh)
+        return self
+
+    async def wait(self, timeout_s: float = 300.0) -> AsyncAction:
+        await asyncio.to_thread(self.sync.wait, timeout_s)
+        return self
 
 
 class AsyncSession:

@@ -16,7 +16,33 @@ import threading
 from django.conf import settings
 
 import executor
-from executor import Backend, BackendUnavailable, Limits, SessionConfig
+
+# What newer apps (webapp.actions) need of the executor, reached through here only (the
+# import-linter contract "new apps reach the executor through executor_glue").
+from executor import (
+    Backend,
+    BackendUnavailable,
+    InvalidSpec,
+    Limits,
+    NothingPending,
+    SessionConfig,
+    WorkspaceBusy,
+    validate_relative_path,
+)
+
+__all__ = [
+    "InvalidSpec",
+    "NothingPending",
+    "WorkspaceBusy",
+    "ensure_executor",
+    "executor_problem",
+    "reset_executor",
+    "server_caps",
+    "session_config",
+    "session_leftovers_remove",
+    "session_root",
+    "validate_relative_path",
+]
 
 logger = logging.getLogger(__name__)
 

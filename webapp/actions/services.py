@@ -19,11 +19,11 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from executor import InvalidSpec, NothingPending, validate_relative_path
 from webapp.actions.limits import limits_check, review_check
 from webapp.actions.models import Action
 from webapp.actions.state import ActionState, action_state
 from webapp.agents.models import ApiToken
+from webapp.executor_glue import InvalidSpec, NothingPending, validate_relative_path
 from webapp.queries.models import Query
 from webapp.runs.models import Run, RunDirection
 from webapp.runs.services import CredentialsMissing, query_run

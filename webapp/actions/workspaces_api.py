@@ -12,12 +12,12 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import Router, Schema
 
-from executor import InvalidSpec, WorkspaceBusy
 from webapp.actions.output import with_own_connection
 from webapp.agents.exec_api import ERRORS
 from webapp.agents.exec_services import in_pool
 from webapp.agents.schemas import ApiError
 from webapp.agents.sessions_api import _names_in_utf8 as names_in_utf8
+from webapp.executor_glue import InvalidSpec, WorkspaceBusy
 from webapp.workspaces import files, uploads
 from webapp.workspaces import services as workspaces
 from webapp.workspaces.models import Workspace

@@ -91,6 +91,15 @@ def _matches(value: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(value.lower(), p.lower()) for p in patterns)
 
 
+def _host_allowed(host: str, patterns: list[str]) -> bool:
+    """`host` ("name" or "name:port") against the patterns: one with a port allows that port
+    only, one without allows the name on any port."""
+    name, colon, port = host.rpartition(":")
+    if not (colon and port.isdigit()):
+        name = host
+    return _matches(host, patterns) or _matches(name, [p for p in patterns if ":" not in p])
+
+
 def limits_check(*, token: ApiToken, request: ActionRequest) -> None:
     """Refuse (LimitExceeded) a request outside the token's limits. Call it inside the
     transaction that creates the action: it takes the token's limits row first, so concurrent
@@ -103,7 +112,7 @@ def limits_check(*, token: ApiToken, request: ActionRequest) -> None:
         raise LimitExceeded("allowed_kinds", f"this token may run {allowed} actions only")
     if limits.allowed_hosts:
         for host in request.hosts:
-            if not _matches(host, limits.allowed_hosts):
+            if not _host_allowed(host, limits.allowed_hosts):
                 raise LimitExceeded("allowed_hosts", f"{host} is not a host this token may call")
     target = _db_target(request)
     if limits.allowed_db_targets and target and not _matches(target, limits.allowed_db_targets):

@@ -182,3 +182,20 @@ def test_sabotage_without_the_review_check_the_api_keeps_it(owner, monkeypatch):
     limit(owner, review_required=True)
     action = owner.post("/api/v1/actions", FS).json()
     assert owner.post(f"/api/v1/actions/{action['id']}/keep", {}).json()["status"] == "kept"
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed"),
+    [
+        ("api.slack.com", True),
+        ("api.slack.com:443", True),
+        ("API.Slack.com", True),
+        ("slack.com.evil.io", False),
+        ("evilslack.com", False),
+        ("127.0.0.1:8080", True),
+        ("127.0.0.1:9090", False),
+        ("127.0.0.1", False),
+    ],
+)
+def test_host_patterns_match_names_and_ports(host, allowed):
+    assert limits_module._host_allowed(host, ["*.slack.com", "127.0.0.1:8080"]) is allowed

@@ -212,3 +212,21 @@ def test_retries_sent_at_the_same_moment_with_one_key_run_once(owner):
     assert sorted(code for code, _ in answers) == [200, 200, 200, 201]
     assert len({action_id for _, action_id in answers}) == 1
     assert Run.objects.count() == 1
+
+
+def test_an_action_is_a_query_on_its_page_and_a_browser_query_is_an_action(owner):
+    from django.urls import reverse
+
+    from tests.factories import QueryFactory
+    from webapp.runs import runner, services
+
+    action = create(owner, {"kind": "fs", "forward_code": JOKE, "intent": "a joke"}).json()
+    owner.client.force_login(owner.user)
+    page = owner.client.get(reverse("queries:query-detail", args=[action["id"]]))
+    assert page.status_code == 200
+    assert b"joke.txt" in page.content
+    query = QueryFactory(owner=owner.user, kind="python", forward_code="print('from the page')")
+    run = services.query_run(query=query)
+    assert runner.wait(run.pk, 60)
+    seen = owner.get(f"/api/v1/actions/{query.pk}").json()
+    assert (seen["status"], seen["stdout"]) == ("succeeded", "from the page\n")

@@ -109,6 +109,17 @@ def test_the_header_of_every_page_counts_the_changes_waiting_and_links_to_them(
     expect(page.get_by_test_id("changes-waiting")).to_be_hidden()
     page.goto("/history/")
     expect(page.get_by_test_id("changes-waiting")).to_be_hidden()
+
+    # Two queries left waiting (as in two tabs): the count links to the list of both.
+    run_to_a_pending_change(page, fake_llm_server)
+    run_to_a_pending_change(page, fake_llm_server)
+    expect(page.get_by_test_id("changes-waiting")).to_have_text("2 changes waiting")
+    page.goto("/")
+    page.get_by_test_id("changes-waiting").click()
+    expect(page.get_by_test_id("waiting-filter")).to_be_visible()
+    expect(page.get_by_test_id("change-label")).to_have_text(
+        ["Waiting for Keep or Discard", "Waiting for Keep or Discard"]
+    )
     page.context.close()
 
 

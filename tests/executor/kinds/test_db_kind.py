@@ -55,6 +55,9 @@ def test_three_inserted_users_are_there_after_keep(backend, limits, place, works
     )
     result, outcome = run_db(backend, limits, place, target, code)
     assert "3 row(s) affected" in result.stdout
+    # A statement without a row count says it was done, never "-1 row(s) affected".
+    assert "[db] CREATE TABLE users (name TEXT) -> done\n" in result.stdout
+    assert "-1" not in result.stdout
     assert "3\n" in result.stdout
     assert rows(workspace, "SELECT count(*) FROM sqlite_master WHERE name='users'") == [(0,)]
     outcome.pending.keep()

@@ -80,6 +80,12 @@ def test_after_an_fs_run_keep_and_discard_are_in_view_without_scrolling(
         expect(announcer).to_have_attribute("aria-live", "polite")
         expect(announcer).to_have_text("1 change waiting for Keep or Discard.")
 
+        # Where the panel's own Keep is in view, the bar steps aside; away from it, it is back.
+        page.get_by_test_id("workspace-panel").get_by_test_id("keep").scroll_into_view_if_needed()
+        expect(bar).to_be_hidden()
+        page.evaluate("window.scrollTo(0, 0)")
+        expect(bar).to_be_visible()
+
         bar.get_by_test_id("bar-keep").click()
         panel = page.get_by_test_id("workspace-panel")
         expect(panel.get_by_test_id("change-status")).to_have_text("Kept", timeout=15_000)

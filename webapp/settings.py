@@ -254,7 +254,8 @@ EXECUTOR_EGRESS_ALLOW_PRIVATE = env_bool("EXECUTOR_EGRESS_ALLOW_PRIVATE", False)
 UNDOABLE_WORKSPACES_ROOT = Path(
     env_str("UNDOABLE_WORKSPACES_ROOT", str(UNDOABLE_VAR_DIR / "workspaces"))
 ).resolve()
-# A db run's transaction is rolled back by itself if nobody chooses Keep or Undo in time.
+# A db run's transaction is discarded (rolled back) by itself if nobody chooses Keep or Discard
+# in time.
 UNDOABLE_DB_PENDING_TIMEOUT_S = env_float("UNDOABLE_DB_PENDING_TIMEOUT_S", 600.0, minimum=1)
 # Single-user installs may point a query's workspace at one of these server folders.
 UNDOABLE_WORKSPACE_SERVER_FOLDERS = env_list("UNDOABLE_WORKSPACE_SERVER_FOLDERS")

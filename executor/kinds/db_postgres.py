@@ -233,7 +233,7 @@ class PostgresSession:
 
     def _still_open(self) -> None:
         # The policy should make this impossible; if anything ends the transaction anyway, the
-        # run stops rather than continue outside the transaction Keep/Undo decides.
+        # run stops rather than continue outside the transaction Keep/Discard decides.
         if self._conn.info.transaction_status != pq.TransactionStatus.INTRANS:
             self._broken = "the transaction ended outside Undoable's control; the run stops"
 

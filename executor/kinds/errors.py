@@ -4,7 +4,7 @@ from executor.errors import ExecutorError
 
 
 class WorkspaceBusy(ExecutorError):
-    """Another run already holds this workspace (running, or its change awaits Keep/Undo)."""
+    """Another run already holds this workspace (running, or its change awaits Keep or Discard)."""
 
 
 class WorkspaceConflict(ExecutorError):
@@ -12,7 +12,7 @@ class WorkspaceConflict(ExecutorError):
 
 
 class NothingPending(ExecutorError):
-    """Keep/Undo was asked for, but no change is waiting for a decision."""
+    """Keep or Discard was asked for, but no change is waiting for a decision."""
 
 
 class TransactionError(ExecutorError):

@@ -21,7 +21,7 @@ from pglast.parser import ParseError, scan
 
 from executor.kinds.errors import StatementFailed, StatementRefused
 
-HOLD = "Undoable holds the transaction open until you choose Keep or Undo"
+HOLD = "Undoable holds the transaction open until you choose Keep or Discard"
 
 _ALLOWED_STATEMENTS: tuple[type, ...] = (
     ast.RawStmt,

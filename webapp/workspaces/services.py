@@ -58,7 +58,7 @@ def workspace_upload(*, workspace: Workspace, files: list[UploadedFile]) -> list
     fs = workspace_fs(workspace)
     with fs.locked():
         if fs.pending() is not None:
-            raise WorkspaceBusy("keep or undo the pending change before uploading")
+            raise WorkspaceBusy("keep or discard the pending change before uploading")
         written = uploads.upload_into(workspace.root, workspace.state_dir, files)
     logger.info("workspace upload", extra={"workspace": workspace.pk, "files": len(written)})
     return written

@@ -1,4 +1,4 @@
-"""The workspace panel of the query page: files, allowed hosts, the change list, Keep/Undo."""
+"""The workspace panel of the query page: files, allowed hosts, the change list, Keep/Discard."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The db kind on SQLite in real bwrap sandboxes: the host holds the transaction until Keep/Undo."""
+"""The db kind on SQLite in real bwrap sandboxes: the host holds the transaction until Keep or
+Discard."""
 
 from __future__ import annotations
 

@@ -172,6 +172,8 @@ def test_a_pending_kept_and_discarded_change_use_the_same_words_on_every_page(
     expect(panel.get_by_test_id("discard")).to_have_text("Discard")
     panel.get_by_test_id("discard").click()
     expect(panel.get_by_test_id("change-status")).to_have_text("Discarded", timeout=15_000)
+    # The Runs list names each run's change in the same words (newest first).
+    expect(page.get_by_test_id("run-change")).to_have_text(["Discarded", "Kept"])
     seen["query, discarded"] = visible_labels(page)
     page.goto("/history/")
     expect(page.get_by_test_id("change-label")).to_have_text("Discarded")

@@ -110,7 +110,10 @@ def test_the_header_of_every_page_counts_the_changes_waiting_and_links_to_them(
     expect(page).to_have_url(f"{query_url}#pending-change")
     change = page.get_by_test_id("workspace-panel").get_by_test_id("change")
     expect(change).to_have_attribute("data-change-status", "pending")
-    page.get_by_test_id("decision-bar").get_by_test_id("bar-discard").click()
+    # The link lands on the change itself: its own buttons are in view (the bar steps aside).
+    expect(change.get_by_test_id("discard")).to_be_in_viewport()
+    expect(page.get_by_test_id("decision-bar")).to_be_hidden()
+    change.get_by_test_id("discard").click()
     expect(change.get_by_test_id("change-status")).to_have_text("Discarded", timeout=15_000)
     expect(page.get_by_test_id("changes-waiting")).to_be_hidden()
     page.goto("/history/")

@@ -24,14 +24,13 @@ import contextlib
 import dataclasses
 import logging
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from executor.kinds import db_engines
+from executor.kinds import db_engines, run_socket
 from executor.kinds.db_broker import DbBroker, StatementLog
 from executor.kinds.db_files import copy_database_out, install_database
 from executor.kinds.errors import NothingPending, StatementFailed, TransactionError
@@ -191,16 +190,17 @@ def prepared(
     """Open the host's transaction and the broker; yield the sandbox's job.
 
     `hide_env` names environment variables the program must not get (the database
-    credential). Leaving the block without `job.finish()` rolls back and frees everything.
+    credential). `owner_uid` is the sandbox's host uid (sandbox_host_uid(backend); None: this
+    process's): only it can reach the control folder and the broker, and it owns the SQLite
+    file Keep installs. Leaving the block without `job.finish()` rolls back and frees everything.
     """
-    folder = Path(tempfile.mkdtemp(prefix="db-", dir=control_base))
+    folder = run_socket.control_folder(control_base, prefix="db-", uid=owner_uid)
     reservation: Reservation | None = None
     session: db_engines.DbSession | None = None
     broker: DbBroker | None = None
     job: DbJob | None = None
     deadline = _Deadline(limits.wall_time_s)
     try:
-        folder.chmod(0o755)  # readable by the sandbox's unprivileged host uid
         copy: Path | None = None
         if isinstance(target, SqliteTarget):
             # Room for the copy and its rollback journal, which can grow as large.
@@ -212,7 +212,7 @@ def prepared(
             session = db_engines.open_postgres(
                 target.url, allow_private=allow_private, statement_timeout_s=limits.wall_time_s
             )
-        broker = DbBroker(folder / "db.sock", session)
+        broker = DbBroker(folder / "db.sock", session, uid=owner_uid)
         (folder / "undoable_db.py").write_text(_CLIENT.read_text())
         (folder / "user.py").write_text(spec.code)
         env = {k: v for k, v in spec.env.items() if k not in hide_env}

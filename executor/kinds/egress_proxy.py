@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from executor.kinds import netpolicy, relay
+from executor.kinds import netpolicy, relay, run_socket
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,14 @@ class EgressProxy:
     At most MAX_CONNECTIONS are open at once; more are answered 503 and counted in `refused`.
     """
 
-    def __init__(self, folder: Path, allowed_hosts: tuple[str, ...], *, allow_private: bool):
+    def __init__(
+        self,
+        folder: Path,
+        allowed_hosts: tuple[str, ...],
+        *,
+        allow_private: bool,
+        uid: int | None,
+    ):
         self.allowed_hosts = tuple(allowed_hosts)
         self.allow_private = allow_private
         self.refused: list[str] = []  # "host:port why", for the run's report
@@ -74,14 +81,11 @@ class EgressProxy:
         self.max_connections = MAX_CONNECTIONS
         self.head_timeout_s = HEAD_TIMEOUT_S
         self.path = Path(folder) / "egress.sock"
+        self._uid = uid  # the sandbox's host uid: only its run may connect (run_socket.py)
         self._conns: set[_Conn] = set()
         self._sel = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(str(self.path))
-        os.chmod(self.path, 0o666)  # noqa: S103 - the sandbox's unprivileged uid must connect
-        self._server.listen(128)
-        self._server.setblocking(False)
+        self._server = run_socket.listen(self.path, uid=uid, backlog=128)
         self._sel.register(self._server, relay.READ, _ACCEPT)
         self._sel.register(self._wake_r, relay.READ, _WAKE)
         self._accept_paused_until: float | None = None
@@ -147,6 +151,11 @@ class EgressProxy:
                 self._sel.unregister(self._server)
                 self._accept_paused_until = time.monotonic() + _ACCEPT_PAUSE_S
                 return
+            refusal = run_socket.peer_refusal(sock, uid=self._uid, folder=self.path.parent)
+            if refusal is not None:
+                logger.warning("egress proxy refused a connection", extra={"why": refusal})
+                sock.close()
+                continue
             with self._accepted_cond:
                 self.accepted += 1
                 self._accepted_cond.notify_all()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from executor.kinds import db, db_sqlite
 from executor.kinds.db import DbOutcome, Target
+from executor.kinds.sandbox import sandbox_host_uid
 from executor.result import RunResult
 from executor.spec import RunSpec
 
@@ -29,6 +30,7 @@ def run_db(
         control_base=place,
         run_id="r1",
         allow_private=allow_private,
+        owner_uid=sandbox_host_uid(backend),
         hide_env=hide_env,
     ) as job:
         result = backend.run(job.spec, limits=job.limits, mounts=job.mounts)

@@ -10,7 +10,9 @@ absolute-form requests (http), and only for a destination in the run's `allowed_
     "127.0.0.1:8080"         that port only
 
 It resolves the name itself and connects to the checked address; loopback, private,
-link-local and other internal addresses are refused unless the server sets allow_private.
+link-local and other internal addresses are refused unless the server sets allow_private. A
+plain-http request goes on as one request of the proxy's own, its Host the checked authority
+(egress_http.py); a CONNECT tunnel is the program's (its TLS server name and inner Host too).
 Anything else (raw sockets, UDP, DNS) has no route at all.
 """
 

@@ -3,8 +3,10 @@
 See egress.py for where it sits. It serves all of a run's connections on one thread: a
 selector loop accepts, reads each request head against a deadline (HEAD_TIMEOUT_S, then 408),
 decides (allowlist, then netpolicy's address check), connects upstream without blocking, then
-relays both ways through bounded buffers (relay.Tunnel). At most MAX_CONNECTIONS are open at
-once per run; past that a connection is answered 503 and counted in `refused`.
+relays both ways through bounded buffers (relay.Tunnel); a plain-http request is re-sent as the
+proxy's own on the way (egress_http.py: the checked Host, one request per connection). At most
+MAX_CONNECTIONS are open at once per run; past that a connection is answered 503 and counted
+in `refused`.
 
 The upstream connect is non-blocking (the loop watches it with its own deadline) so a
 destination that never answers stalls only its own connection. Name resolution does block the
@@ -24,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from executor.kinds import netpolicy, relay, run_socket
+from executor.kinds import egress_http, netpolicy, relay, run_socket
 
 logger = logging.getLogger(__name__)
 
@@ -208,21 +210,23 @@ class EgressProxy:
     def _decide(self, conn: _Conn) -> None:
         head = bytes(conn.head)
         try:
-            method, target, version, rest = _split_request(head)
+            method, target, _, _ = _split_request(head)
             if method == "CONNECT":
                 host, port = parse_target(target)
                 port = port or 443
             else:
-                host, port, target = _absolute(target)
+                # Read whole by h11: its target is the one checked, its Host is rewritten.
+                conn.request = egress_http.ForwardedRequest(head, max_head=_MAX_HEAD)
+                host, port, path = _absolute(conn.request.target)
             conn.addresses = self._resolve(host, port)
+            if conn.request is not None:
+                conn.to_upstream = conn.request.start(host=host, port=port, path=path)
         except (ValueError, netpolicy.EgressRefused) as exc:
             self._reject(conn, "403 Forbidden", str(exc))
             return
         if method == "CONNECT":
             conn.to_client = b"HTTP/1.1 200 Connection established\r\n\r\n"
             conn.to_upstream = head.partition(b"\r\n\r\n")[2]
-        else:
-            conn.to_upstream = f"{method} {target} {version}\r\n".encode() + rest
         # The client's further bytes wait in the kernel until the tunnel is up.
         self._sel.unregister(conn.client)
         self._connect_next(conn)
@@ -278,6 +282,7 @@ class EgressProxy:
             to_a=conn.to_client,
             to_b=conn.to_upstream,
             data=conn,
+            from_a=conn.request,
         )
 
     def _expire(self, now: float) -> None:
@@ -328,6 +333,7 @@ class _Conn:
         self.error = ""
         self.to_client = b""
         self.to_upstream = b""
+        self.request: egress_http.ForwardedRequest | None = None  # plain http: re-sent by us
         self.tunnel: relay.Tunnel | None = None
 
 

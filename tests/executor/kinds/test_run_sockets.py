@@ -29,6 +29,8 @@ from tests.fakes.header_echo_server import HeaderEchoServer
 
 NOBODY = 65534
 KINDS = pytest.mark.parametrize("kind", ["db", "rest"])
+# Attacking as another uid from the host means switching to it.
+AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="switching to another uid needs root")
 
 DB_HOLDER = """
 db.execute("CREATE TABLE held (v TEXT)")
@@ -181,6 +183,7 @@ def no_peer_check(monkeypatch) -> None:
     monkeypatch.setattr(run_socket, "peer_refusal", lambda *args, **kwargs: None)
 
 
+@AS_ROOT
 @KINDS
 def test_nobody_cannot_reach_a_running_runs_socket(backend, limits, place, upstream, kind):
     with held_run(backend, limits, place, kind, upstream) as held:
@@ -191,6 +194,7 @@ def test_nobody_cannot_reach_a_running_runs_socket(backend, limits, place, upstr
 
 
 @pytest.mark.sabotage
+@AS_ROOT
 @KINDS
 def test_sabotage_with_the_old_modes_and_no_peer_check_nobody_gets_in(
     backend, limits, place, upstream, kind, monkeypatch
@@ -202,6 +206,19 @@ def test_sabotage_with_the_old_modes_and_no_peer_check_nobody_gets_in(
     assert stole(kind, answer, upstream), answer
 
 
+@AS_ROOT
+@pytest.mark.sabotage
+@KINDS
+def test_sabotage_with_the_old_modes_nobody_reaches_the_socket(
+    backend, limits, place, upstream, kind, monkeypatch
+):
+    open_the_folder(monkeypatch)
+    with held_run(backend, limits, place, kind, upstream) as held:
+        answer = attack_from_host(held, upstream, uid=NOBODY)
+    assert answer == "got closed"  # connected: only the peer check still hangs up
+
+
+@AS_ROOT
 @KINDS
 def test_the_sandbox_uid_outside_its_sandbox_is_hung_up_on(backend, limits, place, upstream, kind):
     with held_run(backend, limits, place, kind, upstream) as held:
@@ -211,6 +228,7 @@ def test_the_sandbox_uid_outside_its_sandbox_is_hung_up_on(backend, limits, plac
 
 
 @pytest.mark.sabotage
+@AS_ROOT
 @KINDS
 def test_sabotage_without_the_peer_check_the_sandbox_uid_on_the_host_gets_in(
     backend, limits, place, upstream, kind, monkeypatch

@@ -210,7 +210,7 @@ class EgressProxy:
     def _decide(self, conn: _Conn) -> None:
         head = bytes(conn.head)
         try:
-            method, target, _, _ = _split_request(head)
+            method, target = _request_line(head)
             if method == "CONNECT":
                 host, port = parse_target(target)
                 port = port or 443
@@ -350,12 +350,12 @@ def _answer(sock: socket.socket, status: str, message: str) -> None:
     sock.close()
 
 
-def _split_request(data: bytes) -> tuple[str, str, str, bytes]:
-    line, _, rest = data.partition(b"\r\n")
-    parts = line.decode("latin-1").split(" ")
+def _request_line(data: bytes) -> tuple[str, str]:
+    """The method and target of a request head (a plain-http one is then read whole by h11)."""
+    parts = data.partition(b"\r\n")[0].decode("latin-1").split(" ")
     if len(parts) != 3:
         raise ValueError("malformed request line")
-    return parts[0].upper(), parts[1], parts[2], rest
+    return parts[0].upper(), parts[1]
 
 
 def _absolute(target: str) -> tuple[str, int, str]:

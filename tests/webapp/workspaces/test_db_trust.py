@@ -14,7 +14,6 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from executor.kinds import db_postgres
 from tests.factories import QueryFactory
 from tests.servers import PASSWORD, PostgresDatabase, PostgresServer
 from webapp.runs import runner, services
@@ -24,7 +23,7 @@ from webapp.workspaces import services as ws
 from webapp.workspaces.models import ChangeStatus, PendingChange
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "executor" / "kinds"))
-from db_runs import switch_off_sqlite_guards  # noqa: E402
+from db_runs import switch_off_postgres_parser, switch_off_sqlite_guards  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("threads_runner", "workspaces_root")
 
@@ -122,7 +121,7 @@ def test_deny_the_code_cannot_commit_its_own_transaction(url):
 @pytest.mark.postgres
 @pytest.mark.sabotage
 def test_sabotage_without_the_parser_the_code_commits_itself(url, monkeypatch):
-    monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: False)
+    switch_off_postgres_parser(monkeypatch)
     assert self_commit_breaches(url) != []
 
 

@@ -1,0 +1,223 @@
+"""The db process: one db run's session (SqliteSession, PostgresSession) in a process of its own.
+
+Started by executor/kinds/db_process.py without a shell, it is trusted code, but the database
+work it runs is the sandboxed program's: a statement may ask SQLite for gigabytes of memory or
+sort a table through temporary files. Here that costs this process, under its own limits,
+and never the web process:
+
+- memory: RLIMIT_AS, set once the modules are loaded, to what they take plus the run's allowance
+  (one malloc arena, so threads do not reserve address space of their own); past it SQLite and
+  Python fail their allocation and the statement ends with an error naming the limit;
+- temporary files: SQLite's temp directory is the run's reservation folder, on the run's quota
+  tmpfs, so a sort that spills counts against the run's disk quota, never the host's /tmp;
+- life: it dies with the web process (PR_SET_PDEATHSIG, and the end of its socket), which
+  rolls back everything it held: the SQLite copy is never installed, PostgreSQL ends the
+  transaction with the connection.
+
+The main thread reads requests; a worker thread runs them one at a time, so a `cancel` message
+reaches the session while a statement runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import queue
+import resource
+import signal
+import socket
+import sqlite3
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from executor.kinds import db_wire
+from executor.kinds.db_postgres import open_postgres
+from executor.kinds.db_sqlite import open_sqlite
+from executor.kinds.db_values import DbSession, Reply
+from executor.kinds.errors import StatementFailed, StatementRefused, TransactionError
+from executor.kinds.netpolicy import EgressRefused
+
+MAX_REQUEST_BYTES = 8 << 20  # one statement and its parameters, re-encoded by the web process
+MAX_REPLY_BYTES = 32 << 20  # capped rows (max_reply_bytes) as JSON, with room for escapes
+PR_SET_PDEATHSIG = 1
+_ERRORS = (
+    (StatementRefused, "refused"),
+    (StatementFailed, "failed"),
+    (TransactionError, "transaction"),
+    (EgressRefused, "egress"),
+)
+
+
+def main() -> None:
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    _die_with(parent=int(sys.argv[2]))
+    _Server(sock).serve()
+
+
+def _die_with(parent: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        os._exit(3)
+    if os.getppid() != parent:  # the web process died before the line above
+        os._exit(0)
+
+
+class _Server:
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._session: DbSession | None = None
+        self._limits: dict[str, Any] = {}
+        self._requests: queue.Queue[dict[str, Any]] = queue.Queue()
+        threading.Thread(target=self._work, name="undoable-db-work", daemon=True).start()
+
+    def serve(self) -> None:
+        """Read requests until the web process closes the socket or dies; then end at once."""
+        while True:
+            try:
+                message = db_wire.receive(self._sock, MAX_REQUEST_BYTES)
+            except (db_wire.WireError, OSError):
+                os._exit(0)  # nothing was committed: the transaction ends with this process
+            if message.get("op") == "cancel":
+                session = self._session
+                if session is not None:
+                    with contextlib.suppress(Exception):
+                        session.cancel()
+                continue
+            self._requests.put(message)
+
+    def _work(self) -> None:
+        while True:
+            message = self._requests.get()
+            try:
+                reply = self._answer(message)
+            except MemoryError:
+                reply = {"ok": False, "kind": "failed", "error": self._memory_message()}
+            try:
+                self._send(reply)
+            except OSError:
+                os._exit(0)
+            if message.get("op") == "close":
+                os._exit(0)
+
+    def _send(self, reply: dict[str, Any]) -> None:
+        try:
+            db_wire.send(self._sock, reply)
+        except (MemoryError, ValueError):
+            db_wire.send(self._sock, {"ok": False, "kind": "failed", "error": "reply too large"})
+
+    def _answer(self, message: dict[str, Any]) -> dict[str, Any]:
+        op = message.get("op")
+        try:
+            if op == "open":
+                self._open(message)
+                return {"ok": True}
+            session = self._session
+            if session is None:
+                raise TransactionError("the database session is not open")
+            if op == "execute":
+                return _reply(session.execute(message["sql"], message.get("params")))
+            if op == "executemany":
+                return _reply(session.executemany(message["sql"], message["seq"]))
+            if op == "commit":
+                session.commit()
+            elif op == "rollback":
+                session.rollback()
+            elif op == "close":
+                session.close()
+            else:
+                raise TransactionError(f"unknown operation {op!r}")
+            return {"ok": True}
+        except (StatementRefused, StatementFailed, TransactionError, EgressRefused) as exc:
+            kind = next(name for cls, name in _ERRORS if isinstance(exc, cls))
+            return {"ok": False, "kind": kind, "error": self._explain(str(exc))}
+
+    def _open(self, message: dict[str, Any]) -> None:
+        if self._session is not None:
+            raise TransactionError("the database session is already open")
+        self._limits = message
+        if message.get("temp_dir"):
+            _place_sqlite_temp_files(str(message["temp_dir"]))
+        if message.get("memory_bytes"):
+            _limit_memory(int(message["memory_bytes"]))
+        if message["engine"] == "sqlite":
+            end = time.monotonic() + float(message["wall_time_s"])
+            self._session = open_sqlite(
+                Path(message["path"]),
+                max_bytes=int(message["max_bytes"]),
+                deadline=lambda: end,
+            )
+        else:
+            self._session = open_postgres(
+                str(message["url"]),
+                allow_private=bool(message["allow_private"]),
+                statement_timeout_s=float(message["wall_time_s"]),
+            )
+
+    def _explain(self, error: str) -> str:
+        """The database's words, and the run's limit they mean."""
+        if error in ("MemoryError", "out of memory") or error.endswith(": MemoryError"):
+            return self._memory_message()
+        if "disk is full" in error and self._limits.get("quota_bytes"):
+            return (
+                f"{error}: the database went past the run's disk limit (the database file may "
+                f"grow to {_mib(self._limits['max_bytes'])}; it, its journal and SQLite's "
+                f"temporary files share a quota of {_mib(self._limits['quota_bytes'])})"
+            )
+        return error
+
+    def _memory_message(self) -> str:
+        limit = self._limits.get("memory_bytes")
+        return (
+            "out of memory: the statement went past the database process's memory limit "
+            f"({_mib(limit) if limit else 'none set'})"
+        )
+
+
+def _reply(reply: Reply) -> dict[str, Any]:
+    return {
+        "ok": True,
+        "columns": reply.columns,
+        "rows": reply.rows,
+        "rowcount": reply.rowcount,
+        "truncated": reply.truncated,
+        "lastrowid": reply.lastrowid,
+    }
+
+
+def _place_sqlite_temp_files(folder: str) -> None:
+    """Every temporary file of this process's SQLite (sorts, temp tables) goes into `folder`.
+
+    The pragma sets the library's process-wide temp directory, ahead of SQLITE_TMPDIR, TMPDIR
+    and /var/tmp; read back, so a library built without it fails the run instead of spilling
+    onto the host's disk.
+    """
+    conn = sqlite3.connect(":memory:")
+    try:
+        quoted = folder.replace("'", "''")
+        conn.execute(f"PRAGMA temp_store_directory = '{quoted}'")
+        (placed,) = conn.execute("PRAGMA temp_store_directory").fetchone()
+    finally:
+        conn.close()
+    if placed != folder:
+        raise TransactionError("SQLite's temporary files cannot be placed in the run's quota")
+
+
+def _limit_memory(allowance: int) -> None:
+    """Cap the address space at what this process uses now (interpreter, modules, the worker
+    thread's stack) plus `allowance`."""
+    with open("/proc/self/status") as status:
+        size_kib = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+    cap = size_kib * 1024 + allowance
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+
+def _mib(size: object) -> str:
+    return f"{int(size) // (1 << 20)} MiB"  # type: ignore[call-overload]
+
+
+if __name__ == "__main__":
+    main()

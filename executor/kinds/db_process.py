@@ -1,0 +1,258 @@
+"""A db run's session in a process of its own (executor/kinds/db_child.py), driven from here.
+
+    session = db_process.open_sqlite(copy, max_bytes=..., temp_dir=reservation.folder, ...)
+    session.execute(sql, params)    # the same DbSession interface the broker and PendingDb use
+    session.commit(); session.close()
+
+The web process keeps only this proxy: SQLite's memory and temporary files, and PostgreSQL's
+result buffers, are the child's, under the child's limits. The child is trusted, yet its
+replies are read as data: each is one frame under a size cap, checked for shape before it
+becomes a Reply, and a child that dies or answers out of shape ends the session (the
+transaction is rolled back with the child; nothing is committed).
+
+Start-up: a spare child, its modules already loaded, waits for the next run, and a new spare
+is started behind each one taken, so a run does not pay for the interpreter's start. Every
+child is started by one long-lived thread, because PR_SET_PDEATHSIG fires when the thread that
+started the child ends, not only when the process does.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from executor.kinds import db_slots, db_wire
+from executor.kinds.db_child import MAX_REPLY_BYTES
+from executor.kinds.db_values import JsonValue, Params, Reply
+from executor.kinds.errors import StatementFailed, StatementRefused, TransactionError
+from executor.kinds.netpolicy import EgressRefused
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MEMORY_MIB = 512
+_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def child_code(prelude: str = "") -> str:
+    """The child's program, run as `python -I -c CODE FD PARENT_PID`: no shell, no imports
+    steered by the environment. `prelude` runs first (the sabotage tests switch a guard off
+    in the child with it)."""
+    start = "from executor.kinds.db_child import main\nmain()\n"
+    return f"import sys\nsys.path.insert(0, {_ROOT!r})\n{prelude}\n{start}"
+
+
+CHILD_CODE = child_code()
+_ENV = {"MALLOC_ARENA_MAX": "1", "LC_ALL": "C.UTF-8", "PATH": "/usr/bin:/bin"}
+_ERRORS: dict[str, type[Exception]] = {
+    "refused": StatementRefused,
+    "failed": StatementFailed,
+    "transaction": TransactionError,
+    "egress": EgressRefused,
+}
+MAX_ERROR_CHARS = 4000
+CLOSE_WAIT_S = 10.0
+
+
+class _Child:
+    def __init__(self, code: str) -> None:
+        self.code = code
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-c", code, str(theirs.fileno()), str(os.getpid())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                env=_ENV,
+                cwd="/",
+                start_new_session=True,  # a signal to the web process's group is not its
+            )
+        except BaseException:
+            self.sock.close()
+            raise
+        finally:
+            theirs.close()
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        self.process.wait()
+        self.sock.close()
+
+
+class _Spawner:
+    """Starts every child on one thread that lives as long as the process; keeps one spare."""
+
+    def __init__(self) -> None:
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, "undoable-db-spawner")
+        self._lock = threading.Lock()
+        self._spare: concurrent.futures.Future[_Child] | None = None
+
+    def take(self) -> _Child:
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is None:
+            started = self._thread.submit(_Child, CHILD_CODE)  # ahead of the next spare
+        with self._lock:
+            if self._spare is None:
+                self._spare = self._thread.submit(_Child, CHILD_CODE)
+        if spare is None:
+            return started.result()
+        with contextlib.suppress(Exception):
+            child = spare.result()
+            if child.code == CHILD_CODE and child.process.poll() is None:
+                return child
+            child.kill()
+        return self._thread.submit(_Child, CHILD_CODE).result()
+
+
+_spawner = _Spawner()
+
+
+class DbProcess:
+    """The DbSession of a db run, served by its own child process (see the module's text)."""
+
+    def __init__(self, engine: str, child: _Child, slots: db_slots.Slots) -> None:
+        self.engine = engine
+        self._child = child
+        self._slots = slots
+        self._lock = threading.Lock()  # one request and its reply at a time
+        self._send_lock = threading.Lock()  # a cancel may be sent while a request waits
+        self._lost: str | None = None
+        self._closed = False
+
+    @property
+    def pid(self) -> int:
+        return self._child.process.pid
+
+    def execute(self, sql: str, params: Params = None) -> Reply:
+        return _reply(self._call({"op": "execute", "sql": sql, "params": params}, StatementFailed))
+
+    def executemany(self, sql: str, seq: list[list | dict]) -> Reply:
+        return _reply(self._call({"op": "executemany", "sql": sql, "seq": seq}, StatementFailed))
+
+    def commit(self) -> None:
+        self._call({"op": "commit"}, TransactionError)
+
+    def rollback(self) -> None:
+        self._call({"op": "rollback"}, TransactionError)
+
+    def cancel(self) -> None:
+        """Ask the child to stop its running statement (out of band: its main thread listens)."""
+        with self._send_lock, contextlib.suppress(OSError):
+            db_wire.send(self._child.sock, {"op": "cancel"})
+
+    def close(self) -> None:
+        """Close the session (rolling back what is open) and end the child; never blocks for
+        long: a child that does not answer in time is killed, which rolls back as well."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._lock.acquire(timeout=CLOSE_WAIT_S):
+                try:
+                    if self._lost is None:
+                        self._child.sock.settimeout(CLOSE_WAIT_S)
+                        with contextlib.suppress(OSError, db_wire.WireError):
+                            self._exchange({"op": "close"})
+                finally:
+                    self._lock.release()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._child.process.wait(timeout=CLOSE_WAIT_S)
+        finally:
+            self._child.kill()
+            self._slots.release()
+
+    def open(self, message: dict[str, Any]) -> None:
+        self._call({"op": "open", **message}, TransactionError)
+
+    def _call(self, message: dict[str, Any], failure: type[Exception]) -> dict[str, Any]:
+        with self._lock:
+            if self._lost is not None:
+                raise failure(self._lost)
+            if self._closed:
+                raise failure("the database session is closed")
+            try:
+                reply = self._exchange(message)
+            except (OSError, db_wire.WireError) as exc:
+                raise failure(self._lose(str(exc), gone=True)) from None
+        if reply.get("ok") is True:
+            return reply
+        error_class = _ERRORS.get(str(reply.get("kind")))
+        error = reply.get("error")
+        if error_class is None or not isinstance(error, str):
+            raise failure(self._lose("it answered out of shape", gone=False))
+        raise error_class(error[:MAX_ERROR_CHARS])
+
+    def _exchange(self, message: dict[str, Any]) -> dict[str, Any]:
+        with self._send_lock:
+            db_wire.send(self._child.sock, message)
+        return db_wire.receive(self._child.sock, MAX_REPLY_BYTES)
+
+    def _lose(self, why: str, *, gone: bool) -> str:
+        """The child is gone or broken: end it; the transaction dies with it."""
+        with contextlib.suppress(subprocess.TimeoutExpired):  # how it ended, before we end it
+            self._child.process.wait(timeout=1 if gone else 0)
+        code = self._child.process.returncode
+        self._child.kill()
+        if code is not None and code < 0:
+            how = f"was killed by {signal.Signals(-code).name}"
+        elif code is not None:
+            how = f"ended with status {code}"
+        else:
+            how = f"failed ({why})"
+        self._lost = (
+            f"the database process {how}; the transaction was rolled back and this run's "
+            "changes are gone"
+        )
+        logger.warning("db process lost", extra={"engine": self.engine, "why": self._lost})
+        return self._lost
+
+
+def _reply(raw: dict[str, Any]) -> Reply:
+    """A Reply from the child's answer, or StatementFailed when it is not one."""
+    columns, rows = raw.get("columns"), raw.get("rows")
+    rowcount, truncated, lastrowid = raw.get("rowcount"), raw.get("truncated"), raw.get("lastrowid")
+    if not (
+        (columns is None or (isinstance(columns, list) and all(type(c) is str for c in columns)))
+        and isinstance(rows, list)
+        and all(isinstance(row, list) for row in rows)
+        and type(rowcount) is int
+        and type(truncated) is bool
+        and (lastrowid is None or type(lastrowid) is int)
+    ):
+        raise StatementFailed("the database process answered out of shape")
+    typed_rows: list[list[JsonValue]] = rows
+    return Reply(columns, typed_rows, rowcount, truncated, lastrowid)
+
+
+def start(engine: str, message: dict[str, Any], *, caps: db_slots.DbCaps, owner: str) -> DbProcess:
+    """A child with `message` (its limits and target) opened, holding one host and one user slot.
+
+    Raises DbProcessesFull when a cap is full, or the child's own error when it cannot open.
+    """
+    slots = db_slots.acquire(caps, owner)
+    try:
+        child = _spawner.take()
+    except BaseException:
+        slots.release()
+        raise
+    session = DbProcess(engine, child, slots)
+    try:
+        session.open({"engine": engine, **message})
+    except BaseException:
+        session.close()
+        raise
+    logger.info("db process started", extra={"engine": engine, "pid": child.process.pid})
+    return session
+
+
+__all__ = ["DEFAULT_MEMORY_MIB", "DbProcess", "start"]

@@ -44,6 +44,7 @@ from executor.kinds.netpolicy import EgressRefused
 MAX_REQUEST_BYTES = 8 << 20  # one statement and its parameters, re-encoded by the web process
 MAX_REPLY_BYTES = 32 << 20  # capped rows (max_reply_bytes) as JSON, with room for escapes
 PR_SET_PDEATHSIG = 1
+_LIBPQ_OUT_OF_MEMORY = ("cannot allocate memory for input buffer", "out of memory for query result")
 _ERRORS = (
     (StatementRefused, "refused"),
     (StatementFailed, "failed"),
@@ -66,6 +67,13 @@ def _die_with(parent: int) -> None:
         os._exit(0)
 
 
+def _parent_gone() -> None:
+    """The web process closed the socket or died: end at once. Nothing was committed, so the
+    transaction ends with this process (the SQLite copy is never installed; PostgreSQL rolls
+    back when the connection drops)."""
+    os._exit(0)
+
+
 class _Server:
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
@@ -80,7 +88,7 @@ class _Server:
             try:
                 message = db_wire.receive(self._sock, MAX_REQUEST_BYTES)
             except (db_wire.WireError, OSError):
-                os._exit(0)  # nothing was committed: the transaction ends with this process
+                _parent_gone()
             if message.get("op") == "cancel":
                 session = self._session
                 if session is not None:
@@ -159,7 +167,7 @@ class _Server:
 
     def _explain(self, error: str) -> str:
         """The database's words, and the run's limit they mean."""
-        if error in ("MemoryError", "out of memory") or error.endswith(": MemoryError"):
+        if _out_of_memory(error):
             return self._memory_message()
         if "disk is full" in error and self._limits.get("quota_bytes"):
             return (
@@ -175,6 +183,17 @@ class _Server:
             "out of memory: the statement went past the database process's memory limit "
             f"({_mib(limit) if limit else 'none set'})"
         )
+
+
+def _out_of_memory(error: str) -> bool:
+    """Whether a statement's error is this process's failed allocation: Python's MemoryError
+    (SQLite's SQLITE_NOMEM becomes one) or libpq's words for a result it could not buffer. A
+    PostgreSQL server's own "out of memory" is the server's, and stays as it is."""
+    return (
+        error == "MemoryError"
+        or error.endswith(": MemoryError")
+        or any(words in error for words in _LIBPQ_OUT_OF_MEMORY)
+    )
 
 
 def _reply(reply: Reply) -> dict[str, Any]:

@@ -117,6 +117,15 @@ class _Spawner:
 _spawner = _Spawner()
 
 
+def _fresh_spawner() -> None:
+    # A forked process has none of its parent's threads: it starts children with its own.
+    global _spawner
+    _spawner = _Spawner()
+
+
+os.register_at_fork(after_in_child=_fresh_spawner)
+
+
 class DbProcess:
     """The DbSession of a db run, served by its own child process (see the module's text)."""
 

@@ -5,7 +5,8 @@
         outcome = job.finish(result)
     outcome.pending.keep()   # or .undo(); nothing the program did can make this choice
 
-The connection lives on the host (executor/kinds/db_broker.py); the sandbox gets a control
+The connection lives on the host, in a db process of its own (executor/kinds/db_process.py),
+served to the sandbox by the broker (executor/kinds/db_broker.py); the sandbox gets a control
 folder at /run/undoable with the broker's socket, the `db` client and the person's code. The
 credential (a PostgreSQL URL) never enters the sandbox: it is left out of the environment.
 

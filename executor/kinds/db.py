@@ -5,8 +5,9 @@
         outcome = job.finish(result)
     outcome.pending.keep()   # or .undo(); nothing the program did can make this choice
 
-The connection lives on the host, in a db process of its own (executor/kinds/db_process.py),
-served to the sandbox by the broker (executor/kinds/db_broker.py); the sandbox gets a control
+The connection, and the broker that serves the sandbox's statements on it
+(executor/kinds/db_broker.py), live on the host in a db process of the run's own
+(executor/kinds/db_process.py), under its own limits; the sandbox gets a control
 folder at /run/undoable with the broker's socket, the `db` client and the person's code. The
 credential (a PostgreSQL URL) never enters the sandbox: it is left out of the environment.
 
@@ -32,8 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from executor.kinds import db_engines, db_process
-from executor.kinds.db_broker import DbBroker, StatementLog
+from executor.kinds.db_broker import StatementLog
 from executor.kinds.db_files import copy_database_out, install_database
+from executor.kinds.db_process import ServedBroker
 from executor.kinds.db_slots import DbCaps
 from executor.kinds.errors import NothingPending, StatementFailed, TransactionError
 from executor.kinds.fs import FsWorkspace, Reservation
@@ -154,7 +156,7 @@ class DbJob(Job):
         spec: RunSpec,
         limits: Limits,
         mounts: tuple[Mount, ...],
-        broker: DbBroker,
+        broker: ServedBroker,
         pending: PendingDb,
     ) -> None:
         super().__init__(spec, limits, mounts)
@@ -199,8 +201,8 @@ def prepared(
     """
     folder = Path(tempfile.mkdtemp(prefix="db-", dir=control_base))
     reservation: Reservation | None = None
-    session: db_engines.DbSession | None = None
-    broker: DbBroker | None = None
+    session: db_process.DbProcess | None = None
+    broker: ServedBroker | None = None
     job: DbJob | None = None
     caps = caps or DbCaps(control_base / "db-slots")
     common = {"wall_time_s": limits.wall_time_s, "memory_bytes": memory_mib << 20}
@@ -220,7 +222,7 @@ def prepared(
         else:
             opening = {"url": target.url, "allow_private": allow_private}
             session = db_process.start("postgres", common | opening, caps=caps, owner=owner)
-        broker = DbBroker(folder / "db.sock", session)
+        broker = session.serve(folder / "db.sock")
         (folder / "undoable_db.py").write_text(_CLIENT.read_text())
         (folder / "user.py").write_text(spec.code)
         env = {k: v for k, v in spec.env.items() if k not in hide_env}

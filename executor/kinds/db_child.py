@@ -14,8 +14,9 @@ and never the web process:
   rolls back everything it held: the SQLite copy is never installed, PostgreSQL ends the
   transaction with the connection.
 
-The main thread reads requests; a worker thread runs them one at a time, so a `cancel` message
-reaches the session while a statement runs.
+A thread reads and runs the requests, one at a time; the main thread only waits for the
+cancel signal (Python runs signal handlers there), so a cancel reaches the session while a
+statement runs.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import queue
 import resource
 import signal
 import socket
@@ -31,19 +31,22 @@ import sqlite3
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from executor.kinds import db_wire
+from executor.kinds.db_broker import DbBroker
 from executor.kinds.db_postgres import open_postgres
 from executor.kinds.db_sqlite import open_sqlite
-from executor.kinds.db_values import DbSession, Reply
+from executor.kinds.db_values import DbSession, Params, Reply
 from executor.kinds.errors import StatementFailed, StatementRefused, TransactionError
 from executor.kinds.netpolicy import EgressRefused
 
 MAX_REQUEST_BYTES = 8 << 20  # one statement and its parameters, re-encoded by the web process
 MAX_REPLY_BYTES = 32 << 20  # capped rows (max_reply_bytes) as JSON, with room for escapes
 PR_SET_PDEATHSIG = 1
+CANCEL_SIGNAL = signal.SIGUSR1  # from the web process: stop the running statement
 _LIBPQ_OUT_OF_MEMORY = ("cannot allocate memory for input buffer", "out of memory for query result")
 _ERRORS = (
     (StatementRefused, "refused"),
@@ -54,9 +57,13 @@ _ERRORS = (
 
 
 def main() -> None:
-    sock = socket.socket(fileno=int(sys.argv[1]))
+    server = _Server(socket.socket(fileno=int(sys.argv[1])))
+    # Before anything else: a cancel may come as soon as the session is open.
+    signal.signal(CANCEL_SIGNAL, lambda signum, frame: server.cancel())
     _die_with(parent=int(sys.argv[2]))
-    _Server(sock).serve()
+    threading.Thread(target=server.serve, name="undoable-db-serve", daemon=True).start()
+    while True:  # this thread only runs the cancel handler: Python runs handlers here
+        signal.pause()
 
 
 def _die_with(parent: int) -> None:
@@ -79,27 +86,22 @@ class _Server:
         self._sock = sock
         self._session: DbSession | None = None
         self._limits: dict[str, Any] = {}
-        self._requests: queue.Queue[dict[str, Any]] = queue.Queue()
-        threading.Thread(target=self._work, name="undoable-db-work", daemon=True).start()
+        self._broker: DbBroker | None = None
+
+    def cancel(self) -> None:
+        session = self._session
+        if session is not None:
+            with contextlib.suppress(Exception):
+                session.cancel()
 
     def serve(self) -> None:
-        """Read requests until the web process closes the socket or dies; then end at once."""
+        """Answer requests, one at a time, until the web process closes the socket or dies."""
         while True:
             try:
                 message = db_wire.receive(self._sock, MAX_REQUEST_BYTES)
             except (db_wire.WireError, OSError):
                 _parent_gone()
-            if message.get("op") == "cancel":
-                session = self._session
-                if session is not None:
-                    with contextlib.suppress(Exception):
-                        session.cancel()
-                continue
-            self._requests.put(message)
-
-    def _work(self) -> None:
-        while True:
-            message = self._requests.get()
+                return
             try:
                 reply = self._answer(message)
             except MemoryError:
@@ -107,7 +109,8 @@ class _Server:
             try:
                 self._send(reply)
             except OSError:
-                os._exit(0)
+                _parent_gone()
+                return
             if message.get("op") == "close":
                 os._exit(0)
 
@@ -126,22 +129,35 @@ class _Server:
             session = self._session
             if session is None:
                 raise TransactionError("the database session is not open")
-            if op == "execute":
+            if op == "serve":
+                self._broker = DbBroker(Path(message["path"]), session)
+            elif op == "stop":
+                return {"ok": True, "log": self._stop_serving()}
+            elif op == "execute":
                 return _reply(session.execute(message["sql"], message.get("params")))
-            if op == "executemany":
+            elif op == "executemany":
                 return _reply(session.executemany(message["sql"], message["seq"]))
-            if op == "commit":
+            elif op == "commit":
                 session.commit()
             elif op == "rollback":
                 session.rollback()
             elif op == "close":
+                self._stop_serving()
                 session.close()
             else:
                 raise TransactionError(f"unknown operation {op!r}")
             return {"ok": True}
         except (StatementRefused, StatementFailed, TransactionError, EgressRefused) as exc:
             kind = next(name for cls, name in _ERRORS if isinstance(exc, cls))
-            return {"ok": False, "kind": kind, "error": self._explain(str(exc))}
+            return {"ok": False, "kind": kind, "error": str(exc)}
+
+    def _stop_serving(self) -> dict[str, Any]:
+        broker, self._broker = self._broker, None
+        if broker is None:
+            return {"entries": [], "total": 0, "refused": 0}
+        broker.stop()
+        log = broker.log
+        return {"entries": log.entries, "total": log.total, "refused": log.refused}
 
     def _open(self, message: dict[str, Any]) -> None:
         if self._session is not None:
@@ -151,19 +167,21 @@ class _Server:
             _place_sqlite_temp_files(str(message["temp_dir"]))
         if message.get("memory_bytes"):
             _limit_memory(int(message["memory_bytes"]))
+        session: DbSession
         if message["engine"] == "sqlite":
             end = time.monotonic() + float(message["wall_time_s"])
-            self._session = open_sqlite(
+            session = open_sqlite(
                 Path(message["path"]),
                 max_bytes=int(message["max_bytes"]),
                 deadline=lambda: end,
             )
         else:
-            self._session = open_postgres(
+            session = open_postgres(
                 str(message["url"]),
                 allow_private=bool(message["allow_private"]),
                 statement_timeout_s=float(message["wall_time_s"]),
             )
+        self._session = _Explained(session, self._explain)
 
     def _explain(self, error: str) -> str:
         """The database's words, and the run's limit they mean."""
@@ -194,6 +212,41 @@ def _out_of_memory(error: str) -> bool:
         or error.endswith(": MemoryError")
         or any(words in error for words in _LIBPQ_OUT_OF_MEMORY)
     )
+
+
+class _Explained:
+    """The session, with each failed statement's message naming the limit it ran into: the
+    broker's statements (from the sandbox) and the web process's alike."""
+
+    def __init__(self, session: DbSession, explain: Callable[[str], str]) -> None:
+        self.engine = session.engine
+        self._session, self._explain = session, explain
+
+    def execute(self, sql: str, params: Params = None) -> Reply:
+        return self._explained(lambda: self._session.execute(sql, params))
+
+    def executemany(self, sql: str, seq: list[list | dict]) -> Reply:
+        return self._explained(lambda: self._session.executemany(sql, seq))
+
+    def _explained(self, statement: Callable[[], Reply]) -> Reply:
+        try:
+            return statement()
+        except StatementFailed as exc:
+            raise StatementFailed(self._explain(str(exc))) from None
+        except MemoryError:
+            raise StatementFailed(self._explain("MemoryError")) from None
+
+    def commit(self) -> None:
+        self._session.commit()
+
+    def rollback(self) -> None:
+        self._session.rollback()
+
+    def close(self) -> None:
+        self._session.close()
+
+    def cancel(self) -> None:
+        self._session.cancel()
 
 
 def _reply(reply: Reply) -> dict[str, Any]:

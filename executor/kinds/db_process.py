@@ -1,14 +1,16 @@
 """A db run's session in a process of its own (executor/kinds/db_child.py), driven from here.
 
-    session = db_process.open_sqlite(copy, max_bytes=..., temp_dir=reservation.folder, ...)
-    session.execute(sql, params)    # the same DbSession interface the broker and PendingDb use
-    session.commit(); session.close()
+    session = db_process.start("sqlite", {"path": ..., "memory_bytes": ...}, caps=..., owner=...)
+    broker = session.serve(folder / "db.sock")   # the child serves the sandbox (DbBroker)
+    broker.stop(); broker.log                     # the run ended: what its statements did
+    session.commit(); session.close()             # the DbSession interface PendingDb drives
 
-The web process keeps only this proxy: SQLite's memory and temporary files, and PostgreSQL's
-result buffers, are the child's, under the child's limits. The child is trusted, yet its
-replies are read as data: each is one frame under a size cap, checked for shape before it
-becomes a Reply, and a child that dies or answers out of shape ends the session (the
-transaction is rolled back with the child; nothing is committed).
+The web process keeps only this proxy: the sandbox's statements go straight to the child (one
+hop, as when the broker was a thread here), and SQLite's memory and temporary files, and
+PostgreSQL's result buffers, are the child's, under the child's limits. The child is
+trusted, yet its replies are read as data: each is one frame under a size cap, checked for
+shape before it becomes a Reply or a statement log, and a child that dies or answers out of
+shape ends the session (the transaction is rolled back with the child; nothing is committed).
 
 Start-up: a spare child, its modules already loaded, waits for the next run, and a new spare
 is started behind each one taken, so a run does not pay for the interpreter's start. Every
@@ -30,8 +32,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from executor.errors import ExecutorError
 from executor.kinds import db_slots, db_wire
-from executor.kinds.db_child import MAX_REPLY_BYTES
+from executor.kinds.db_broker import LOG_STATEMENTS, StatementLog
+from executor.kinds.db_child import CANCEL_SIGNAL, MAX_REPLY_BYTES
 from executor.kinds.db_values import JsonValue, Params, Reply
 from executor.kinds.errors import StatementFailed, StatementRefused, TransactionError
 from executor.kinds.netpolicy import EgressRefused
@@ -59,6 +63,7 @@ _ERRORS: dict[str, type[Exception]] = {
     "egress": EgressRefused,
 }
 MAX_ERROR_CHARS = 4000
+MAX_LOG_CHARS = 1000
 CLOSE_WAIT_S = 10.0
 
 
@@ -71,6 +76,7 @@ class _Child:
                 [sys.executable, "-I", "-c", code, str(theirs.fileno()), str(os.getpid())],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
                 env=_ENV,
                 cwd="/",
                 start_new_session=True,  # a signal to the web process's group is not its
@@ -134,7 +140,6 @@ class DbProcess:
         self._child = child
         self._slots = slots
         self._lock = threading.Lock()  # one request and its reply at a time
-        self._send_lock = threading.Lock()  # a cancel may be sent while a request waits
         self._lost: str | None = None
         self._closed = False
 
@@ -155,9 +160,9 @@ class DbProcess:
         self._call({"op": "rollback"}, TransactionError)
 
     def cancel(self) -> None:
-        """Ask the child to stop its running statement (out of band: its main thread listens)."""
-        with self._send_lock, contextlib.suppress(OSError):
-            db_wire.send(self._child.sock, {"op": "cancel"})
+        """Ask the child to stop its running statement: a signal, out of band of the socket
+        (Popen signals only a child it has not reaped, so never a reused pid)."""
+        self._child.process.send_signal(CANCEL_SIGNAL)
 
     def close(self) -> None:
         """Close the session (rolling back what is open) and end the child; never blocks for
@@ -179,6 +184,16 @@ class DbProcess:
         finally:
             self._child.kill()
             self._slots.release()
+
+    def serve(self, path: Path) -> ServedBroker:
+        """Have the child serve the sandbox's statements on a unix socket at `path` (its
+        DbBroker), so a statement costs one hop, sandbox to db process, as before."""
+        self._call({"op": "serve", "path": str(path)}, TransactionError)
+        return ServedBroker(self)
+
+    def stop_serving(self) -> StatementLog:
+        """Stop the child's broker; what its statements did, read as data under caps."""
+        return _statement_log(self._call({"op": "stop"}, TransactionError).get("log"))
 
     def open(self, message: dict[str, Any]) -> None:
         self._call({"op": "open", **message}, TransactionError)
@@ -202,8 +217,7 @@ class DbProcess:
         raise error_class(error[:MAX_ERROR_CHARS])
 
     def _exchange(self, message: dict[str, Any]) -> dict[str, Any]:
-        with self._send_lock:
-            db_wire.send(self._child.sock, message)
+        db_wire.send(self._child.sock, message)
         return db_wire.receive(self._child.sock, MAX_REPLY_BYTES)
 
     def _lose(self, why: str, *, gone: bool) -> str:
@@ -224,6 +238,41 @@ class DbProcess:
         )
         logger.warning("db process lost", extra={"engine": self.engine, "why": self._lost})
         return self._lost
+
+
+class ServedBroker:
+    """The broker as DbJob sees it: stop() ends the serving and fetches the statement log."""
+
+    def __init__(self, process: DbProcess) -> None:
+        self._process = process
+        self.log = StatementLog()
+
+    def stop(self) -> None:
+        try:
+            self.log = self._process.stop_serving()
+        except ExecutorError as exc:  # the child is gone: its transaction is too, Keep says so
+            logger.warning("db broker stop failed", extra={"error": str(exc)})
+
+
+def _statement_log(raw: object) -> StatementLog:
+    if not isinstance(raw, dict):
+        raise TransactionError("the database process sent no statement log")
+    entries, total, refused = raw.get("entries"), raw.get("total"), raw.get("refused")
+    if not (
+        isinstance(entries, list)
+        and len(entries) <= LOG_STATEMENTS
+        and all(
+            isinstance(e, dict) and type(e.get("sql")) is str and type(e.get("outcome")) is str
+            for e in entries
+        )
+        and type(total) is int
+        and type(refused) is int
+    ):
+        raise TransactionError("the database process sent a statement log out of shape")
+    kept = [
+        {"sql": e["sql"][:MAX_LOG_CHARS], "outcome": e["outcome"][:MAX_LOG_CHARS]} for e in entries
+    ]
+    return StatementLog(entries=kept, total=total, refused=refused)
 
 
 def _reply(raw: dict[str, Any]) -> Reply:

@@ -14,9 +14,10 @@ and never the web process:
   rolls back everything it held: the SQLite copy is never installed, PostgreSQL ends the
   transaction with the connection.
 
-A thread reads and runs the requests, one at a time; the main thread only waits for the
-cancel signal (Python runs signal handlers there), so a cancel reaches the session while a
-statement runs.
+It serves the sandbox's statements itself (a DbBroker on the run's socket, its own thread) and
+the web process's requests on a socketpair (open, serve, stop, commit, rollback, close), read
+and answered one at a time by another thread. The main thread only waits for the cancel
+signal (Python runs signal handlers there), so a cancel reaches a statement while it runs.
 """
 
 from __future__ import annotations

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from db_runs import in_db_process, run_db
 
-from executor.kinds import db, db_slots
+from executor.kinds import db, db_process, db_slots
 from executor.kinds.db import SqliteTarget
 from executor.kinds.db_slots import DbCaps
+from executor.kinds.db_values import Reply
 from executor.kinds.errors import DbProcessesFull, StatementFailed, TransactionError
 from executor.kinds.fs import FsWorkspace
 from executor.spec import RunSpec
@@ -266,3 +267,54 @@ def test_deny_the_caps_on_db_processes_give_a_clear_error(place, limits):
 def test_sabotage_without_the_caps_db_processes_pile_up(place, limits, monkeypatch):
     monkeypatch.setattr(db_slots, "acquire", lambda caps, owner: db_slots.Slots([]))
     assert cap_breaches(place, limits) != []
+
+
+# The child is trusted, but the web process reads its answers as data: sizes and shapes capped.
+HUGE_FRAME = (
+    "import struct\n"
+    "from executor.kinds import db_wire\n"
+    "real_send = db_wire.send\n"
+    "def send(sock, message):\n"
+    "    if 'rows' in message:\n"
+    "        sock.sendall(struct.pack('>I', 3 << 30))  # says 3 GiB follow\n"
+    "        return\n"
+    "    real_send(sock, message)\n"
+    "db_wire.send = send\n"
+)
+BAD_SHAPE = (
+    "from executor.kinds import db_child\n"
+    "db_child._reply = lambda reply: {'ok': True, 'columns': [1], 'rows': 'x', 'rowcount': 'y'}\n"
+)
+
+
+def reply_breaches(place: Path, limits) -> list[str]:
+    workspace = make_workspace(place)
+    target = SqliteTarget(workspace, "app.db")
+    spec = RunSpec(code="pass")
+    with db.prepared(spec, limits=limits, target=target, control_base=place, run_id="r1") as job:
+        session = job._pending._session
+        try:
+            reply = session.execute("SELECT name FROM accounts")
+        except StatementFailed as exc:
+            if "database process" not in str(exc):
+                return [f"unclear: {exc}"]
+            return []
+        finally:
+            job.finish(None)
+    return [f"taken as a reply: {reply}"]
+
+
+@pytest.mark.parametrize("prelude", [HUGE_FRAME, BAD_SHAPE], ids=["huge-frame", "bad-shape"])
+def test_deny_an_answer_past_its_cap_or_out_of_shape_ends_the_session(
+    place, limits, monkeypatch, prelude
+):
+    in_db_process(monkeypatch, prelude)
+    assert reply_breaches(place, limits) == []
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_shape_check_a_malformed_answer_is_taken(place, limits, monkeypatch):
+    in_db_process(monkeypatch, BAD_SHAPE)
+    fields = ("columns", "rows", "rowcount", "truncated", "lastrowid")
+    monkeypatch.setattr(db_process, "_reply", lambda raw: Reply(**{k: raw.get(k) for k in fields}))
+    assert reply_breaches(place, limits) != []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
 import signal
 import sqlite3
 import struct
@@ -318,3 +319,58 @@ def test_sabotage_without_the_shape_check_a_malformed_answer_is_taken(place, lim
     fields = ("columns", "rows", "rowcount", "truncated", "lastrowid")
     monkeypatch.setattr(db_process, "_reply", lambda raw: Reply(**{k: raw.get(k) for k in fields}))
     assert reply_breaches(place, limits) != []
+
+
+# PR_SET_PDEATHSIG fires when the thread that started the child ends: a worker thread that
+# starts a run and ends must not take the pending change's db process with it.
+def thread_breaches(place: Path, limits) -> list[str]:
+    workspace = make_workspace(place)
+    started: dict = {}
+
+    def start_run() -> None:
+        block = db.prepared(
+            RunSpec(code="pass"),
+            limits=limits,
+            target=SqliteTarget(workspace, "app.db"),
+            control_base=place,
+            run_id="r1",
+        )
+        started.update(block=block, job=block.__enter__())
+
+    worker = threading.Thread(target=start_run)
+    worker.start()
+    worker.join()
+    job = started["job"]
+    session = job._pending._session
+    try:
+        if gone(session.pid, 2):  # the kill comes as the thread ends: wait for it a while
+            return ["the db process died with the thread that started it"]
+        session.execute("SELECT count(*) FROM accounts")
+        return []
+    finally:
+        job.finish(None)
+        started["block"].__exit__(None, None, None)
+
+
+def gone(pid: int, timeout_s: float) -> bool:
+    """Whether process `pid` ends within `timeout_s` (waits on a pidfd: no polling)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], timeout_s)[0])
+    finally:
+        os.close(fd)
+
+
+def test_deny_a_db_process_outlives_the_thread_that_started_it(place, limits):
+    assert thread_breaches(place, limits) == []
+
+
+@pytest.mark.sabotage
+def test_sabotage_started_from_the_calling_thread_it_dies_with_it(place, limits, monkeypatch):
+    monkeypatch.setattr(
+        db_process._Spawner, "take", lambda self: db_process._Child(db_process.CHILD_CODE)
+    )
+    assert thread_breaches(place, limits) != []

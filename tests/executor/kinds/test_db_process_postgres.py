@@ -4,7 +4,6 @@ takes the transaction with it (PostgreSQL rolls back when the connection ends)."
 from __future__ import annotations
 
 import os
-import select
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from db_runs import in_db_process, run_db
-from test_db_process import MIB, rss
+from test_db_process import MIB, gone, rss
 
 from executor.kinds.db import PostgresTarget
 from tests.servers import PostgresDatabase, PostgresServer
@@ -98,17 +97,6 @@ with db.prepared(
     print(session.pid, flush=True)
     sys.stdin.read()  # hold the change until killed
 """
-
-
-def gone(pid: int, timeout_s: float) -> bool:
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], timeout_s)[0])
-    finally:
-        os.close(fd)
 
 
 def death_breaches(place: Path, url: str, prelude: str = "") -> list[str]:

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from executor.kinds import db_engines, db_process
+from executor.kinds import db_engines, db_process, db_slots
 from executor.kinds.db_broker import StatementLog
 from executor.kinds.db_files import copy_database_out, install_database
 from executor.kinds.db_process import ServedBroker
@@ -204,8 +204,10 @@ def prepared(
     session: db_process.DbProcess | None = None
     broker: ServedBroker | None = None
     job: DbJob | None = None
-    caps = caps or DbCaps(control_base / "db-slots")
     common = {"wall_time_s": limits.wall_time_s, "memory_bytes": memory_mib << 20}
+    # First, before any copying: a full cap refuses the run at once (DbProcessesFull).
+    slots = db_slots.acquire(caps or DbCaps(control_base / "db-slots"), owner)
+    slots_handed = False
     try:
         folder.chmod(0o755)  # readable by the sandbox's unprivileged host uid
         copy: Path | None = None
@@ -216,12 +218,18 @@ def prepared(
             reservation = target.workspace.reserve(run_id, quota_bytes=quota_bytes)
             copy = reservation.folder / "database.sqlite3"
             copy_database_out(target.workspace.root, target.path, copy)
-            opening = {"path": str(copy), "max_bytes": max_db_bytes, "quota_bytes": quota_bytes}
-            opening["temp_dir"] = str(reservation.folder)
-            session = db_process.start("sqlite", common | opening, caps=caps, owner=owner)
+            engine = "sqlite"
+            opening = {
+                "path": str(copy),
+                "max_bytes": max_db_bytes,
+                "quota_bytes": quota_bytes,
+                "temp_dir": str(reservation.folder),
+            }
         else:
+            engine = "postgres"
             opening = {"url": target.url, "allow_private": allow_private}
-            session = db_process.start("postgres", common | opening, caps=caps, owner=owner)
+        slots_handed = True  # the db process frees them from now on, also when it fails
+        session = db_process.start(engine, common | opening, slots=slots)
         broker = session.serve(folder / "db.sock")
         (folder / "undoable_db.py").write_text(_CLIENT.read_text())
         (folder / "user.py").write_text(spec.code)
@@ -239,6 +247,8 @@ def prepared(
                     session.close()
             if reservation is not None:
                 reservation.release()
+        if not slots_handed:
+            slots.release()
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -292,12 +292,10 @@ def _reply(raw: dict[str, Any]) -> Reply:
     return Reply(columns, typed_rows, rowcount, truncated, lastrowid)
 
 
-def start(engine: str, message: dict[str, Any], *, caps: db_slots.DbCaps, owner: str) -> DbProcess:
-    """A child with `message` (its limits and target) opened, holding one host and one user slot.
-
-    Raises DbProcessesFull when a cap is full, or the child's own error when it cannot open.
-    """
-    slots = db_slots.acquire(caps, owner)
+def start(engine: str, message: dict[str, Any], *, slots: db_slots.Slots) -> DbProcess:
+    """A child with `message` (its limits and target) opened; it owns `slots` from now on
+    (db_slots.acquire), and frees them when it is closed. Raises the child's own error when
+    the session cannot open."""
     try:
         child = _spawner.take()
     except BaseException:

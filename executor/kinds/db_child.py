@@ -117,9 +117,10 @@ class _Server:
 
     def _send(self, reply: dict[str, Any]) -> None:
         try:
-            db_wire.send(self._sock, reply)
-        except (MemoryError, ValueError):
-            db_wire.send(self._sock, {"ok": False, "kind": "failed", "error": "reply too large"})
+            db_wire.send(self._sock, reply, MAX_REPLY_BYTES)
+        except (MemoryError, ValueError) as exc:
+            failed = {"ok": False, "kind": "failed", "error": f"the reply cannot be sent: {exc}"}
+            db_wire.send(self._sock, failed, MAX_REPLY_BYTES)
 
     def _answer(self, message: dict[str, Any]) -> dict[str, Any]:
         op = message.get("op")

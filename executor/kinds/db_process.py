@@ -35,7 +35,7 @@ from typing import Any
 from executor.errors import ExecutorError
 from executor.kinds import db_slots, db_wire
 from executor.kinds.db_broker import LOG_STATEMENTS, StatementLog
-from executor.kinds.db_child import CANCEL_SIGNAL, MAX_REPLY_BYTES
+from executor.kinds.db_child import CANCEL_SIGNAL, MAX_REPLY_BYTES, MAX_REQUEST_BYTES
 from executor.kinds.db_values import JsonValue, Params, Reply
 from executor.kinds.errors import StatementFailed, StatementRefused, TransactionError
 from executor.kinds.netpolicy import EgressRefused
@@ -206,18 +206,20 @@ class DbProcess:
                 raise failure("the database session is closed")
             try:
                 reply = self._exchange(message)
+            except (TypeError, ValueError) as exc:  # nothing was sent: the session is as it was
+                raise failure(f"the request cannot be sent: {exc}") from None
             except (OSError, db_wire.WireError) as exc:
                 raise failure(self._lose(str(exc), gone=True)) from None
-        if reply.get("ok") is True:
-            return reply
-        error_class = _ERRORS.get(str(reply.get("kind")))
-        error = reply.get("error")
-        if error_class is None or not isinstance(error, str):
-            raise failure(self._lose("it answered out of shape", gone=False))
+            if reply.get("ok") is True:
+                return reply
+            error_class = _ERRORS.get(str(reply.get("kind")))
+            error = reply.get("error")
+            if error_class is None or not isinstance(error, str):
+                raise failure(self._lose("it answered out of shape", gone=False))
         raise error_class(error[:MAX_ERROR_CHARS])
 
     def _exchange(self, message: dict[str, Any]) -> dict[str, Any]:
-        db_wire.send(self._child.sock, message)
+        db_wire.send(self._child.sock, message, MAX_REQUEST_BYTES)
         return db_wire.receive(self._child.sock, MAX_REPLY_BYTES)
 
     def _lose(self, why: str, *, gone: bool) -> str:
@@ -227,7 +229,7 @@ class DbProcess:
         code = self._child.process.returncode
         self._child.kill()
         if code is not None and code < 0:
-            how = f"was killed by {signal.Signals(-code).name}"
+            how = f"was killed by {_signal_name(-code)}"
         elif code is not None:
             how = f"ended with status {code}"
         else:
@@ -238,6 +240,13 @@ class DbProcess:
         )
         logger.warning("db process lost", extra={"engine": self.engine, "why": self._lost})
         return self._lost
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 class ServedBroker:

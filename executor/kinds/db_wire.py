@@ -19,8 +19,12 @@ class WireError(Exception):
     """The peer closed the connection, or sent a frame that is too large or not JSON."""
 
 
-def send(sock: socket.socket, message: dict[str, Any]) -> None:
-    data = json.dumps(message, separators=(",", ":")).encode()
+def send(sock: socket.socket, message: dict[str, Any], max_bytes: int) -> None:
+    """Send one frame; ValueError (nothing sent) when it is not JSON or over `max_bytes`, the
+    peer's cap, which would otherwise end the connection."""
+    data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    if len(data) > max_bytes:
+        raise ValueError(f"a message of {len(data)} bytes is over the {max_bytes}-byte cap")
     sock.sendall(_HEADER.pack(len(data)) + data)
 
 

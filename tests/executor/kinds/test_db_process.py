@@ -275,11 +275,11 @@ HUGE_FRAME = (
     "import struct\n"
     "from executor.kinds import db_wire\n"
     "real_send = db_wire.send\n"
-    "def send(sock, message):\n"
+    "def send(sock, message, max_bytes):\n"
     "    if 'rows' in message:\n"
     "        sock.sendall(struct.pack('>I', 3 << 30))  # says 3 GiB follow\n"
     "        return\n"
-    "    real_send(sock, message)\n"
+    "    real_send(sock, message, max_bytes)\n"
     "db_wire.send = send\n"
 )
 BAD_SHAPE = (
@@ -374,3 +374,15 @@ def test_sabotage_started_from_the_calling_thread_it_dies_with_it(place, limits,
         db_process._Spawner, "take", lambda self: db_process._Child(db_process.CHILD_CODE)
     )
     assert thread_breaches(place, limits) != []
+
+
+def test_a_request_too_large_for_the_db_process_fails_alone(place, limits):
+    workspace = make_workspace(place)
+    target = SqliteTarget(workspace, "app.db")
+    spec = RunSpec(code="pass")
+    with db.prepared(spec, limits=limits, target=target, control_base=place, run_id="r1") as job:
+        session = job._pending._session
+        with pytest.raises(StatementFailed, match="over the .*-byte cap"):
+            session.execute("SELECT length(?)", ["x" * (9 * MIB)])
+        assert session.execute("SELECT count(*) FROM accounts").rows == [[2]]
+        job.finish(None)

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from executor.kinds.db import Target as DbTarget
     from executor.kinds.db import prepared as db_prepared
     from executor.kinds.db_broker import StatementLog
+    from executor.kinds.db_slots import DbCaps
     from executor.kinds.egress import prepared as egress_prepared
     from executor.kinds.egress import with_forward_output
     from executor.kinds.errors import NothingPending, WorkspaceBusy
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 _LAZY: dict[str, tuple[str, str]] = {
     "DIR_FLAGS": ("executor.kinds.fs_walk", "DIR_FLAGS"),
     "DbTarget": ("executor.kinds.db", "Target"),
+    "DbCaps": ("executor.kinds.db_slots", "DbCaps"),
     "FileMissing": ("executor.sessions.files", "FileMissing"),
     "FsWorkspace": ("executor.kinds.fs", "FsWorkspace"),
     "Image": ("executor.images", "Image"),
@@ -95,6 +97,7 @@ __all__ = [
     "Backend",
     "BackendUnavailable",
     "CancelToken",
+    "DbCaps",
     "DbTarget",
     "ExecutorError",
     "FileMissing",

@@ -255,6 +255,11 @@ UNDOABLE_WORKSPACES_ROOT = Path(
 ).resolve()
 # A db run's transaction is rolled back by itself if nobody chooses Keep or Undo in time.
 UNDOABLE_DB_PENDING_TIMEOUT_S = env_float("UNDOABLE_DB_PENDING_TIMEOUT_S", 600.0, minimum=1)
+# Each db run holds a db process of its own until Keep, Undo or that timeout: its memory for
+# statements, and how many such processes a person and the whole host may hold at once.
+UNDOABLE_DB_MEMORY_MIB = env_int("UNDOABLE_DB_MEMORY_MIB", 512, minimum=32)
+UNDOABLE_DB_PROCESSES_PER_USER = env_int("UNDOABLE_DB_PROCESSES_PER_USER", 4, minimum=1)
+UNDOABLE_DB_PROCESSES_PER_HOST = env_int("UNDOABLE_DB_PROCESSES_PER_HOST", 32, minimum=1)
 # Single-user installs may point a query's workspace at one of these server folders.
 UNDOABLE_WORKSPACE_SERVER_FOLDERS = env_list("UNDOABLE_WORKSPACE_SERVER_FOLDERS")
 

@@ -25,6 +25,7 @@ from executor.kinds.sandbox import sandbox_host_uid
 from executor.policy.mounts import CONTROL_DIR, Mount
 from executor.result import OutputChunk
 from executor.spec import RunSpec
+from tests.executor.kinds.db_runs import in_db_process
 from tests.fakes.header_echo_server import HeaderEchoServer
 
 NOBODY = 65534
@@ -174,13 +175,25 @@ def stole(kind: str, answer: str, upstream: HeaderEchoServer) -> bool:
     return answer.startswith("got HTTP/1.1 200") and len(upstream.seen("/attack")) == 1
 
 
+# The db broker listens in the run's db process (executor/kinds/db_process.py): a sabotage
+# switches the guard off there as well as here (the folder, and the egress proxy, are here).
 def open_the_folder(monkeypatch) -> None:
     monkeypatch.setattr(run_socket, "FOLDER_MODE", 0o755)
     monkeypatch.setattr(run_socket, "SOCKET_MODE", 0o666)
+    in_db_process(
+        monkeypatch,
+        "from executor.kinds import run_socket\n"
+        "run_socket.FOLDER_MODE = 0o755\nrun_socket.SOCKET_MODE = 0o666\n",
+    )
 
 
 def no_peer_check(monkeypatch) -> None:
     monkeypatch.setattr(run_socket, "peer_refusal", lambda *args, **kwargs: None)
+    in_db_process(
+        monkeypatch,
+        "from executor.kinds import run_socket\n"
+        "run_socket.peer_refusal = lambda *args, **kwargs: None\n",
+    )
 
 
 @AS_ROOT

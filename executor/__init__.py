@@ -170,7 +170,11 @@ def create_backend(name: str, **options: Any) -> Backend:
         backend = DockerBackend(**options)
     else:
         raise BackendUnavailable(f"unknown executor backend {name!r}; use 'bwrap' or 'docker'")
-    backend.self_check()
+    try:
+        backend.self_check()
+    except BaseException:
+        backend.close()  # what it made before failing (its cgroups, a container) goes too
+        raise
     return backend
 
 

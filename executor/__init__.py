@@ -123,6 +123,7 @@ __all__ = [
     "StatementLog",
     "WorkspaceBusy",
     "caps",
+    "close",
     "configure",
     "create_backend",
     "db_prepared",
@@ -189,6 +190,17 @@ def configure(*, backend: str, caps: Limits | None = None, **options: Any) -> Ba
     if old is not None:
         old.close()
     return new
+
+
+def close() -> None:
+    """Close the process-wide backend, if any (`configure()` selects another): what it holds
+    (sandboxes, containers, cgroups) goes. For an orderly exit; what a killed process leaves, the
+    next backend's start removes."""
+    global _backend
+    with _lock:
+        old, _backend = _backend, None
+    if old is not None:
+        old.close()
 
 
 def get_backend() -> Backend:

@@ -55,19 +55,21 @@ def test_deny_signalling_the_supervisor(sandbox: SandboxRunner) -> None:
     assert supervisor_problems(sandbox.run(SIGNAL_PID_1)) == []
 
 
-# What each supervisor does to drop Python's SIGINT handler, and a line that keeps it.
+# What each supervisor does to drop Python's SIGINT handler, and a line that installs it (as
+# the interpreter does, unless it starts with SIGINT ignored, as under a shell's `&`).
 BWRAP_DROP = "    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)\n"
+BWRAP_KEEP = "    _signal.signal(_signal.SIGINT, _signal.default_int_handler)\n"
 DOCKER_DROP = "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-KEEP = "    pass\n"
+DOCKER_KEEP = "    signal.signal(signal.SIGINT, signal.default_int_handler)\n"
 
 
 def _sabotaged_bwrap(monkeypatch: pytest.MonkeyPatch, *, zygote: bool) -> Backend:
     if zygote:
-        sabotaged_driver(monkeypatch, BWRAP_DROP, KEEP)
+        sabotaged_driver(monkeypatch, BWRAP_DROP, BWRAP_KEEP)
     else:
-        source = bwrap_args.driver_source()
-        assert BWRAP_DROP in source
-        monkeypatch.setattr(bwrap_args, "driver_source", lambda: source.replace(BWRAP_DROP, KEEP))
+        source = bwrap_args.driver_source().replace(BWRAP_DROP, BWRAP_KEEP)
+        assert BWRAP_KEEP in source
+        monkeypatch.setattr(bwrap_args, "driver_source", lambda: source)
         # The payload is cached per root filesystem: this backend gets one made afresh.
         monkeypatch.setattr(pool, "driver_payload", bwrap_args.driver_payload.__wrapped__)
     return executor.create_backend(
@@ -79,10 +81,10 @@ def _sabotaged_docker(
     monkeypatch: pytest.MonkeyPatch, docker_missing: Callable[[str], NoReturn], *, zygote: bool
 ) -> Backend:
     if zygote:
-        sabotaged_driver(monkeypatch, BWRAP_DROP, KEEP)
+        sabotaged_driver(monkeypatch, BWRAP_DROP, BWRAP_KEEP)
     else:
         assert DOCKER_DROP in docker_backend.DRIVER_SOURCE
-        sabotaged = docker_backend.DRIVER_SOURCE.replace(DOCKER_DROP, KEEP)
+        sabotaged = docker_backend.DRIVER_SOURCE.replace(DOCKER_DROP, DOCKER_KEEP)
         monkeypatch.setattr(docker_backend, "DRIVER_SOURCE", sabotaged)
     try:
         built = executor.create_backend(

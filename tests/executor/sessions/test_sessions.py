@@ -374,10 +374,11 @@ def test_sabotage_a_docker_session_supervisor_with_a_sigint_handler_is_caught(
 ):
     from executor.backends.docker import backend as docker_backend
 
-    keep = "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-    assert keep in docker_backend.DRIVER_SOURCE
+    drop = "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    keep = "    signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    assert drop in docker_backend.DRIVER_SOURCE
     monkeypatch.setattr(
-        docker_backend, "DRIVER_SOURCE", docker_backend.DRIVER_SOURCE.replace(keep, "")
+        docker_backend, "DRIVER_SOURCE", docker_backend.DRIVER_SOURCE.replace(drop, keep)
     )
     with pytest.raises((AssertionError, ExecutorError)):
         check_a_cell_cannot_signal_the_sessions_pid_1(manager_factory())

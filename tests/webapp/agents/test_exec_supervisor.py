@@ -29,6 +29,8 @@ for sig in sorted(signal.valid_signals()):
 print("PID 1 signalled")
 """
 DROP = "    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)\n"
+# Python's handler, installed (the interpreter leaves it out when started with SIGINT ignored).
+KEEP = "    _signal.signal(_signal.SIGINT, _signal.default_int_handler)\n"
 
 
 @pytest.fixture
@@ -41,8 +43,8 @@ def fresh_backend() -> Iterator[None]:
 
 @pytest.fixture
 def supervisor_with_sigint_handler(monkeypatch: pytest.MonkeyPatch, fresh_backend: None) -> None:
-    sabotaged_driver(monkeypatch, DROP, "")  # runs forked from the zygote's template
-    source = bwrap_args.driver_source().replace(DROP, "")  # and single-use sandboxes
+    sabotaged_driver(monkeypatch, DROP, KEEP)  # runs forked from the zygote's template
+    source = bwrap_args.driver_source().replace(DROP, KEEP)  # and single-use sandboxes
     monkeypatch.setattr(bwrap_args, "driver_source", lambda: source)
     monkeypatch.setattr(pool, "driver_payload", bwrap_args.driver_payload.__wrapped__)
 

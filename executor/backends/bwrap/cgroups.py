@@ -248,20 +248,34 @@ def remove_tree(path: str, timeout_s: float = 5.0) -> bool:
     return removed
 
 
-def remove_stale(parents: dict[str, str], prefix: str = "undoable-") -> None:
-    """Remove the groups named `<prefix><pid>-<n>` of owners that no longer exist (a server
-    killed before it could clean up): with what is below them, their processes killed. A live
-    process's are never touched (a pid taken again keeps them: late, never wrong)."""
+# Our groups' names: a sandbox's or an owner's, and (before owners had groups) a zygote
+# template's, each with the pid of the process that made it and a serial number.
+STALE_PREFIXES = ("undoable-zygote-", "undoable-")
+
+
+def _owner_pid(name: str) -> int | None:
+    """The pid in one of our groups' names (`<prefix><pid>-<n>`), None for any other name."""
+    for prefix in STALE_PREFIXES:
+        if name.startswith(prefix):
+            owner, _, serial = name.removeprefix(prefix).partition("-")
+            return int(owner) if owner.isdigit() and serial.isdigit() else None
+    return None
+
+
+def remove_stale(parents: dict[str, str]) -> None:
+    """Remove our groups of owners that no longer exist (a server killed before it could clean
+    up): with what is below them, their processes killed. A live process's are never touched
+    (a pid taken again keeps them: late, never wrong)."""
     for parent in parents.values():
         try:
             names = os.listdir(parent)
         except OSError:
             continue
         for name in names:
-            owner, _, serial = name.removeprefix(prefix).partition("-")
-            if not name.startswith(prefix) or not owner.isdigit() or not serial.isdigit():
+            owner = _owner_pid(name)
+            if owner is None:
                 continue
-            if int(owner) == os.getpid() or os.path.exists(f"/proc/{owner}"):
+            if owner == os.getpid() or os.path.exists(f"/proc/{owner}"):
                 continue
             if not remove_tree(os.path.join(parent, name)):
                 logger.warning("a stale cgroup stays", extra={"cgroup": name})

@@ -46,21 +46,25 @@ def groups_holding_a_process(owner: int, tops: dict[str, str]) -> Iterator[subpr
             REMOVE_TREE(top)
 
 
-def tops_for(owner: int) -> dict[str, str]:
-    return {name: os.path.join(parent, f"undoable-{owner}-0") for name, parent in PARENTS.items()}
+def tops_for(owner: int, prefix: str = "undoable-") -> dict[str, str]:
+    return {name: os.path.join(parent, f"{prefix}{owner}-0") for name, parent in PARENTS.items()}
 
 
-def check_a_start_removes_a_dead_owners_groups() -> None:
+def check_a_start_removes_a_dead_owners_groups(prefix: str = "undoable-") -> None:
     owner = a_dead_pid()
-    tops = tops_for(owner)
+    tops = tops_for(owner, prefix)
     with groups_holding_a_process(owner, tops) as sleeper:
         BwrapBackend(str(ROOTFS), zygote=False).close()  # its start sweeps
         assert [top for top in tops.values() if os.path.exists(top)] == []
         assert sleeper.wait(timeout=10) == -9
 
 
-def test_a_start_removes_a_dead_owners_groups_with_their_processes_and_children() -> None:
-    check_a_start_removes_a_dead_owners_groups()
+# A backend's own groups, and a zygote template's as they were named at the top before.
+@pytest.mark.parametrize("prefix", ["undoable-", "undoable-zygote-"])
+def test_a_start_removes_a_dead_owners_groups_with_their_processes_and_children(
+    prefix: str,
+) -> None:
+    check_a_start_removes_a_dead_owners_groups(prefix)
 
 
 def test_a_start_leaves_a_live_owners_groups_alone() -> None:

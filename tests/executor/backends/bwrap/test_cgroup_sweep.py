@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,7 @@ from executor.backends.bwrap.kernel_files import write_text
 from executor.spec import RunSpec
 from tests.prerequisites import ROOTFS
 
+REPO = Path(__file__).resolve().parents[4]
 PARENTS = cgroups.available_parents()
 REMOVE_TREE = cgroups.remove_tree  # for the tests' own clean-up, also under sabotage
 pytestmark = pytest.mark.skipif(not PARENTS, reason="no cgroup hierarchy this process may write")
@@ -67,6 +70,54 @@ def test_a_start_removes_a_dead_owners_groups_with_their_processes_and_children(
     check_a_start_removes_a_dead_owners_groups(prefix)
 
 
+# A server with a zygote, a warm pool and one run behind it, killed while it waits.
+SERVER = """
+import sys
+from executor.backends.bwrap.backend import BwrapBackend
+from executor.spec import RunSpec
+backend = BwrapBackend(sys.argv[1], warm_pool_size=2)
+backend.self_check()
+backend.run(RunSpec(code="print(1)"), limits=backend.pool_limits)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def groups_of(pid: int) -> list[str]:
+    names = (f"undoable-{pid}-", f"undoable-zygote-{pid}-")
+    return [
+        os.path.join(parent, name)
+        for parent in PARENTS.values()
+        for name in os.listdir(parent)
+        if name.startswith(names)
+    ]
+
+
+def check_a_killed_servers_groups_go_at_the_next_start() -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER, str(ROOTFS)],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert server.stdout is not None and server.stdout.readline() == b"ready\n"
+    finally:
+        server.kill()
+        server.wait()
+    try:
+        assert groups_of(server.pid) != []  # what it left, or this proves nothing
+        BwrapBackend(str(ROOTFS), zygote=False).close()
+        assert groups_of(server.pid) == []
+    finally:
+        for group in groups_of(server.pid):
+            REMOVE_TREE(group)
+
+
+def test_a_killed_servers_groups_go_at_the_next_start() -> None:
+    check_a_killed_servers_groups_go_at_the_next_start()
+
+
 def test_a_start_leaves_a_live_owners_groups_alone() -> None:
     tops = tops_for(os.getppid())  # alive: this test's parent
     with groups_holding_a_process(os.getppid(), tops) as sleeper:
@@ -108,9 +159,10 @@ def rmdir_only(path: str, timeout_s: float = 5.0) -> bool:
     "check",
     [
         check_a_start_removes_a_dead_owners_groups,
+        check_a_killed_servers_groups_go_at_the_next_start,
         lambda: check_close_leaves_no_group(BwrapBackend(str(ROOTFS), zygote=False)),
     ],
-    ids=["start", "close"],
+    ids=["start", "killed-server", "close"],
 )
 def test_sabotage_removing_only_empty_groups_is_caught(
     monkeypatch: pytest.MonkeyPatch, check: Callable[[], None]

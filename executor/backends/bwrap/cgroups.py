@@ -1,8 +1,10 @@
 """Per-sandbox cgroups (v1 memory, pids, cpu) where the host lets us create them.
 
-Each sandbox gets its own group under the cgroup this process already lives in, so the host's
-own accounting still covers it. The kernel then enforces resident memory (and tells us about
-an OOM kill), the task count and the CPU share; rlimits stay on as a second line.
+Each sandbox gets its own group below the cgroup this process already lives in, so the host's
+own accounting still covers it: inside a group of its backend's own (`owner_groups`), which the
+backend removes when it closes and a later start removes if the process died first
+(`remove_stale`). The kernel then enforces resident memory (and tells us about an OOM kill),
+the task count and the CPU share; rlimits stay on as a second line.
 """
 
 from __future__ import annotations

@@ -63,7 +63,9 @@ DOCKER_DROP = "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
 DOCKER_KEEP = "    signal.signal(signal.SIGINT, signal.default_int_handler)\n"
 
 
-def _sabotaged_bwrap(monkeypatch: pytest.MonkeyPatch, *, zygote: bool) -> Backend:
+def _sabotaged_bwrap(
+    monkeypatch: pytest.MonkeyPatch, docker_missing: Callable[[str], NoReturn], *, zygote: bool
+) -> Backend:
     if zygote:
         sabotaged_driver(monkeypatch, BWRAP_DROP, BWRAP_KEEP)
     else:
@@ -119,8 +121,7 @@ SABOTAGED = {
 def test_sabotage_a_supervisor_with_a_sigint_handler_fails_and_the_run_says_why(
     kind: str, monkeypatch: pytest.MonkeyPatch, docker_missing: Callable[[str], NoReturn]
 ) -> None:
-    make = SABOTAGED[kind]
-    built = make(monkeypatch) if kind.startswith("bwrap") else make(monkeypatch, docker_missing)
+    built = SABOTAGED[kind](monkeypatch, docker_missing)
     try:
         result = built.run(RunSpec(code=SIGNAL_PID_1), limits=TEST_LIMITS)
     finally:

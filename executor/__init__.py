@@ -126,6 +126,7 @@ __all__ = [
     "StatementLog",
     "WorkspaceBusy",
     "caps",
+    "close",
     "configure",
     "create_backend",
     "db_prepared",
@@ -173,7 +174,11 @@ def create_backend(name: str, **options: Any) -> Backend:
         backend = DockerBackend(**options)
     else:
         raise BackendUnavailable(f"unknown executor backend {name!r}; use 'bwrap' or 'docker'")
-    backend.self_check()
+    try:
+        backend.self_check()
+    except BaseException:
+        backend.close()  # what it made before failing (its cgroups, a container) goes too
+        raise
     return backend
 
 
@@ -188,6 +193,17 @@ def configure(*, backend: str, caps: Limits | None = None, **options: Any) -> Ba
     if old is not None:
         old.close()
     return new
+
+
+def close() -> None:
+    """Close the process-wide backend, if any (`configure()` selects another): what it holds
+    (sandboxes, containers, cgroups) goes. For an orderly exit; what a killed process leaves, the
+    next backend's start removes."""
+    global _backend
+    with _lock:
+        old, _backend = _backend, None
+    if old is not None:
+        old.close()
 
 
 def get_backend() -> Backend:

@@ -185,6 +185,9 @@ REDIS_URL = env_secret("REDIS_URL")
 # dotted path.
 UNDOABLE_RUNNER = env_str("UNDOABLE_RUNNER", "celery" if REDIS_URL else "threads")
 UNDOABLE_RUNNER_THREADS = env_int("UNDOABLE_RUNNER_THREADS", 4, minimum=1)
+# Runs cannot be preempted: while every thread is taken, an owner with nothing running gets one
+# more thread for its waiting run, at most this many at once (webapp.runs.runner).
+UNDOABLE_RUNNER_LEND = env_int("UNDOABLE_RUNNER_LEND", UNDOABLE_RUNNER_THREADS, minimum=0)
 
 CHANNEL_LAYERS = {
     "default": {

@@ -9,6 +9,7 @@ threads backend also kills a sandbox it holds at once.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Protocol
 
 from django.conf import settings
@@ -42,6 +43,10 @@ class RunnerBackend(Protocol):
     def clear(self, run_id: int) -> None:
         """Forget the run's Stop (it has ended)."""
 
+    def stop_all(self, *, reason: str, timeout: float, fail: Callable[[int], None]) -> bool:
+        """This server is stopping: end the runs it executes with `reason` (`fail(run_id)` for
+        those that never start); False if some still ran after `timeout` seconds."""
+
 
 class _StopFlags:
     """The Stop as a cache flag (webapp.runs.stops): every backend's cancel_requested/clear."""
@@ -72,6 +77,11 @@ class ThreadsRunner(_StopFlags):
         super().cancel(run_id)
         runner.cancel(run_id)  # kills the sandbox now instead of at the watcher's next look
 
+    def stop_all(self, *, reason: str, timeout: float, fail: Callable[[int], None]) -> bool:
+        from webapp.runs import runner
+
+        return runner.stop(reason=reason, timeout=timeout, fail=fail)
+
 
 class CeleryRunner(_StopFlags):
     """Production: Celery workers, fs/db/rest runs on the queue of the workers that can run
@@ -84,6 +94,9 @@ class CeleryRunner(_StopFlags):
 
         queue = run_queue(kind)
         transaction.on_commit(lambda: execute_run.apply_async((run_id,), queue=queue))
+
+    def stop_all(self, *, reason: str, timeout: float, fail: Callable[[int], None]) -> bool:
+        return True  # the runs are the workers'; a worker's warm shutdown finishes its own
 
 
 def run_queue(kind: str) -> str | None:

@@ -263,10 +263,11 @@ UNDOABLE_WORKSPACE_SERVER_FOLDERS = env_list("UNDOABLE_WORKSPACE_SERVER_FOLDERS"
 
 # --- Agent API (stateless exec, sessions) ----------------------------------------------------
 # Requests per minute per token and how many may burst at once (at most BURST in any
-# BURST * 60 / PER_MINUTE seconds, webapp/agents/ratelimit.py): enough for one token to use all
-# an embedded machine can run (README, "Performance").
-AGENTS_RATE_PER_MINUTE = env_int("AGENTS_RATE_PER_MINUTE", 15000, minimum=1)
-AGENTS_RATE_BURST = env_int("AGENTS_RATE_BURST", 1500, minimum=1)
+# BURST * 60 / PER_MINUTE seconds, webapp/agents/ratelimit.py). 0: above what this machine's
+# cores can run, so one token may use all of it (webapp/agents/capacity.py); the burst 0: 6 s of
+# the rate.
+AGENTS_RATE_PER_MINUTE = env_int("AGENTS_RATE_PER_MINUTE", 0, minimum=0)
+AGENTS_RATE_BURST = env_int("AGENTS_RATE_BURST", 0, minimum=0)
 # Runs in flight at once per token (stateless exec and session cells together). Past it a request
 # waits up to AGENTS_SLOT_WAIT_S for a slot, if fewer than AGENTS_MAX_WAITING_PER_TOKEN wait;
 # waiters hold a thread each of the 256 the web process keeps for runs (webapp/agents/exec_api.py).

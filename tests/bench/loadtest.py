@@ -41,8 +41,9 @@ WEB_RUNS = int(os.environ.get("LOAD_WEB_RUNS", "200"))
 CONCURRENCY = 16
 DEADLINE_S = float(os.environ.get("LOAD_DEADLINE_S", "900"))
 SKIP_FIRST = os.environ.get("LOAD_SKIP_FIRST") == "1"
-# The per-token rate and concurrency caps are the defaults (rate 15,000/min, 16 at once), which the
-# first phase's one token at concurrency 16 stays within, and the hostile tenant's flood is not.
+# The per-token rate and concurrency caps are the defaults (the rate from the machine's cores,
+# webapp/agents/capacity.py; 16 at once), which the first phase's one token at concurrency 16
+# stays within, and the hostile tenant's flood is not.
 ENV = {
     "EXECUTOR_WARM_POOL_SIZE": "4",
     "UNDOABLE_LOG_LEVEL": "WARNING",

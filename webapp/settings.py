@@ -188,6 +188,9 @@ UNDOABLE_RUNNER_THREADS = env_int("UNDOABLE_RUNNER_THREADS", 4, minimum=1)
 # Runs cannot be preempted: while every thread is taken, an owner with nothing running gets one
 # more thread for its waiting run, at most this many at once (webapp.runs.runner).
 UNDOABLE_RUNNER_LEND = env_int("UNDOABLE_RUNNER_LEND", UNDOABLE_RUNNER_THREADS, minimum=0)
+# On SIGTERM, requests and runs in flight get this long to finish (under the 10 s Docker waits
+# before its SIGKILL); what is left then ends with a reason (webapp.draining).
+UNDOABLE_SHUTDOWN_GRACE_S = env_float("UNDOABLE_SHUTDOWN_GRACE_S", 8.0, minimum=0)
 
 CHANNEL_LAYERS = {
     "default": {

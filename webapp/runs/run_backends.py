@@ -43,9 +43,12 @@ class RunnerBackend(Protocol):
     def clear(self, run_id: int) -> None:
         """Forget the run's Stop (it has ended)."""
 
-    def stop_all(self, *, reason: str, timeout: float, fail: Callable[[int], None]) -> bool:
-        """This server is stopping: end the runs it executes with `reason` (`fail(run_id)` for
-        those that never start); False if some still ran after `timeout` seconds."""
+    def stop_all(
+        self, *, reason: str, grace_s: float, timeout_s: float, fail: Callable[[int], None]
+    ) -> bool:
+        """This server is stopping: give the runs it executes `grace_s` to end, then end them
+        with `reason` (`fail(run_id)` for those that never start); False if some still ran
+        `timeout_s` later."""
 
 
 class _StopFlags:
@@ -77,10 +80,12 @@ class ThreadsRunner(_StopFlags):
         super().cancel(run_id)
         runner.cancel(run_id)  # kills the sandbox now instead of at the watcher's next look
 
-    def stop_all(self, *, reason: str, timeout: float, fail: Callable[[int], None]) -> bool:
+    def stop_all(
+        self, *, reason: str, grace_s: float, timeout_s: float, fail: Callable[[int], None]
+    ) -> bool:
         from webapp.runs import runner
 
-        return runner.stop(reason=reason, timeout=timeout, fail=fail)
+        return runner.stop(reason=reason, grace_s=grace_s, timeout_s=timeout_s, fail=fail)
 
 
 class CeleryRunner(_StopFlags):
@@ -95,7 +100,9 @@ class CeleryRunner(_StopFlags):
         queue = run_queue(kind)
         transaction.on_commit(lambda: execute_run.apply_async((run_id,), queue=queue))
 
-    def stop_all(self, *, reason: str, timeout: float, fail: Callable[[int], None]) -> bool:
+    def stop_all(
+        self, *, reason: str, grace_s: float, timeout_s: float, fail: Callable[[int], None]
+    ) -> bool:
         return True  # the runs are the workers'; a worker's warm shutdown finishes its own
 
 

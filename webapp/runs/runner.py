@@ -272,12 +272,14 @@ def wait_idle(timeout: float) -> bool:
     return runner is None or runner.wait_idle(timeout)
 
 
-def stop(*, reason: str, timeout: float, fail: Callable[[int], None]) -> bool:
-    """End every run held here with `reason`: `fail(run_id)` records it for the queued ones,
-    and any submitted from now on, which never start; the running ones have their sandboxes
-    killed and fail with it. Waits up to `timeout` for them to end; False if some had not."""
+def stop(*, reason: str, grace_s: float, timeout_s: float, fail: Callable[[int], None]) -> bool:
+    """Give the runs held here `grace_s` to end, then end the rest with `reason`: `fail(run_id)`
+    records it for the queued ones, and any submitted from now on, which never start; the
+    running ones have their sandboxes killed and fail with it. Waits up to `timeout_s` for them
+    to end; False if some had not."""
     global _stopped_with
     runner = _get_runner()
+    runner.wait_idle(grace_s)
     with _lock:
         _stopped_with = fail
         running = list(_tokens.values())
@@ -285,7 +287,7 @@ def stop(*, reason: str, timeout: float, fail: Callable[[int], None]) -> bool:
         _fail_unstarted(job, fail)
     for token in running:
         token.end(reason)
-    return runner.wait_idle(timeout)
+    return runner.wait_idle(timeout_s)
 
 
 def _fail_unstarted(job: Job, fail: Callable[[int], None]) -> None:

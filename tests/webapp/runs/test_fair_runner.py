@@ -153,7 +153,7 @@ def test_a_stopping_server_fails_the_running_and_queued_runs_with_its_reason() -
     running = Run.objects.filter(pk__in=[run.pk for run in runs], status=RunStatus.RUNNING)
     wait_until(lambda: running.count() == THREADS, what="the threads to be taken")
 
-    assert services.runs_stop_all(reason="The server stopped.", timeout=30)
+    assert services.runs_stop_all(reason="The server stopped.", grace_s=0, timeout_s=30)
     late = services.query_run(query=busy)
 
     runs = [finished(run) for run in [*runs, late]]

@@ -220,6 +220,10 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = False
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A queued run's priority is how many runs its owner has ahead of it (run_backends.run_priority):
+# one Redis list per level, emptied first to last, so runs start round-robin by owner. With
+# prefetch 1 and late acks a busy worker reserves nothing, and the order holds.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"priority_steps": list(range(10))}
 CELERY_TASK_TIME_LIMIT = env_int("UNDOABLE_TASK_TIME_LIMIT_S", 900, minimum=10)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

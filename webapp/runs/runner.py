@@ -116,8 +116,8 @@ class _Runner:
             self._ready.append(job)
             if len(self._ready) > self._free:
                 self._free += 1
-                # Daemon threads, joined by shutdown() at exit: an idle one must not hold the
-                # process.
+                # A daemon thread: an idle one must not hold the process (shutdown() waits for
+                # the runs at exit).
                 thread = threading.Thread(target=self._work, name="undoable-run", daemon=True)
                 self._threads.add(thread)
                 thread.start()
@@ -281,9 +281,11 @@ def stop(*, reason: str, grace_s: float, timeout_s: float, fail: Callable[[int],
     runner = _get_runner()
     runner.wait_idle(grace_s)
     with _lock:
-        _stopped_with = fail
-        running = list(_tokens.values())
-    for job in runner.stop():
+        _stopped_with = fail  # before the runner refuses submits, which then fail this way
+    queued = runner.stop()
+    with _lock:
+        running = list(_tokens.values())  # none can start any more
+    for job in queued:
         _fail_unstarted(job, fail)
     for token in running:
         token.end(reason)

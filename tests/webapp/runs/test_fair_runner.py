@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator
 
 import pytest
@@ -160,6 +160,25 @@ def test_a_stopping_server_fails_the_running_and_queued_runs_with_its_reason() -
     assert [run.status for run in runs] == [RunStatus.FAILED] * len(runs)
     assert {run.error for run in runs} == {"The server stopped."}
     assert sum(run.signal is not None for run in runs) == THREADS  # the others never started
+
+
+class ForgetfulCounter(Counter):
+    """Runs per owner as a scheduler that lost count would see them: none anywhere."""
+
+    def __getitem__(self, owner: object) -> int:
+        return 0
+
+
+@pytest.mark.sabotage
+def test_sabotage_with_no_count_of_running_runs_a_lone_owner_is_lent_threads_too(
+    monkeypatch,
+) -> None:
+    monkeypatch.setattr(runner, "Counter", ForgetfulCounter)
+    busy = QueryFactory(forward_code=SLEEPER)
+    sleepers = [services.query_run(query=busy) for _ in range(THREADS + 2)]
+    sleepers = [finished(run) for run in sleepers]
+
+    assert most_at_once(sleepers) > THREADS
 
 
 @pytest.mark.sabotage

@@ -5,6 +5,8 @@ answer or "Cancel N running task(s)" in the log."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import secrets
 import shutil
@@ -26,6 +28,7 @@ from tests.fault.client import WebClient
 from tests.local_servers import free_port, wait_until
 from tests.quota_mounts import remove_var_dir
 from tests.webapp.test_serve import healthy, server_env
+from webapp.draining import AnswersWhenStopped
 from webapp.stopping import SERVER_STOPPED
 
 REPO = Path(__file__).resolve().parents[2]
@@ -201,3 +204,41 @@ def test_sabotage_with_uvicorns_shutdown_requests_are_cut_and_runs_left_behind(t
     # Closed with no answer.
     assert (stopped.long_exec, stopped.long_cell) == ("RemoteProtocolError",) * 2
     assert set(stopped.runs.values()) != {("failed", SERVER_STOPPED)}
+
+
+async def a_request_cancelled(*, cutting: bool) -> tuple[list[dict], BaseException | None]:
+    """A request whose app never answers, cancelled while the middleware is `cutting` or not:
+    what the client was sent, and what the task ended with."""
+    sent: list[dict] = []
+
+    async def never_answers(scope, receive, send) -> None:
+        await asyncio.Event().wait()
+
+    async def send(message) -> None:
+        sent.append(dict(message))
+
+    app = AnswersWhenStopped(never_answers)
+    app.cutting = cutting
+    task = asyncio.ensure_future(app({"type": "http", "path": "/x"}, None, send))
+    await asyncio.sleep(0)
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError as exc:
+        return sent, exc
+    return sent, None
+
+
+def test_a_request_cut_by_the_stopping_server_answers_503_with_the_reason():
+    sent, ended_with = asyncio.run(a_request_cancelled(cutting=True))
+
+    assert ended_with is None
+    assert [m.get("status") for m in sent] == [503, None]
+    assert json.loads(sent[1]["body"]) == {"error": SERVER_STOPPED}
+
+
+def test_a_request_cancelled_otherwise_is_cancelled_as_before():
+    """A client that went away (Django cancels its view) gets no 503 written to it."""
+    sent, ended_with = asyncio.run(a_request_cancelled(cutting=False))
+
+    assert (sent, type(ended_with)) == ([], asyncio.CancelledError)

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import uvicorn
+from django.apps import apps
 from django.conf import settings
 
 from webapp.stopping import SERVER_STOPPED, runs_end
@@ -93,6 +94,15 @@ async def send_stopped(send: Send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def _runs_stop(*, grace_s: float) -> bool:
+    """The web runs this process executes end within `grace_s`, or with SERVER_STOPPED."""
+    if not apps.ready:  # serving another application than the product's: it has no runs
+        return True
+    from webapp.runs.services import runs_stop_all
+
+    return runs_stop_all(reason=SERVER_STOPPED, grace_s=grace_s, timeout_s=END_S)
+
+
 class DrainingServer(uvicorn.Server):
     """uvicorn's Server with the shutdown above."""
 
@@ -104,8 +114,6 @@ class DrainingServer(uvicorn.Server):
         await super().startup(sockets)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        from webapp.runs.services import runs_stop_all
-
         loop = asyncio.get_running_loop()
         grace_s = float(settings.UNDOABLE_SHUTDOWN_GRACE_S)
         drain_s = max(0.0, grace_s - END_S)
@@ -117,11 +125,7 @@ class DrainingServer(uvicorn.Server):
         for connection in list(self.server_state.connections):
             connection.shutdown()
         # The web runs on their own thread: they may outlast the requests, which only queue them.
-        runs = asyncio.ensure_future(
-            asyncio.to_thread(
-                runs_stop_all, reason=SERVER_STOPPED, grace_s=drain_s, timeout_s=END_S
-            )
-        )
+        runs = asyncio.ensure_future(asyncio.to_thread(_runs_stop, grace_s=drain_s))
         if not await self._requests_done(loop.time() + drain_s):
             runs_end()  # the execs in flight: each request answers 503 as its sandbox dies
             if not await self._requests_done(loop.time() + END_S / 2):

@@ -9,7 +9,8 @@ on in their threads. Here, on SIGTERM or SIGINT:
 2. Requests in flight and the web runs (queued ones too) get UNDOABLE_SHUTDOWN_GRACE_S less
    END_S to end by themselves.
 3. Then the runs still going end with webapp.stopping.SERVER_STOPPED: web runs `failed` with it
-   (webapp.runs.services.runs_stop_all), an agent's exec by the 503 its request answers.
+   (webapp.runs.services.runs_stop_all), an agent's exec by the 503 its request answers (one
+   whose client went away is ended too).
 4. A request still unanswered END_S / 2 later is cut by AnswersWhenStopped: its client gets
    503 with that reason, never a connection closed with no answer.
 """
@@ -126,11 +127,13 @@ class DrainingServer(uvicorn.Server):
             connection.shutdown()
         # The web runs on their own thread: they may outlast the requests, which only queue them.
         runs = asyncio.ensure_future(asyncio.to_thread(_runs_stop, grace_s=drain_s))
-        if not await self._requests_done(loop.time() + drain_s):
-            runs_end()  # the execs in flight: each request answers 503 as its sandbox dies
-            if not await self._requests_done(loop.time() + END_S / 2):
-                self._cut()
-                await self._requests_done(loop.time() + END_S / 2)
+        answered = await self._requests_done(loop.time() + drain_s)
+        # The execs still running: each one in flight answers 503 as its sandbox dies, and one
+        # whose client went away (its thread runs on) is killed here, not left to the kernel.
+        runs_end()
+        if not answered and not await self._requests_done(loop.time() + END_S / 2):
+            self._cut()
+            await self._requests_done(loop.time() + END_S / 2)
         if not await runs:
             logger.warning("runs still executing at the end of the grace period")
         for server in self.servers:

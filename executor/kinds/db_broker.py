@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import selectors
 import socket
 import struct
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from executor.kinds import run_socket
 from executor.kinds.db_engines import DbSession, Reply
 from executor.kinds.errors import StatementFailed, StatementRefused
 
@@ -61,18 +61,19 @@ class _Client:
 
 
 class DbBroker:
-    """Serves `session` on the unix socket at `path` until stop()."""
+    """Serves `session` on the unix socket at `path` until stop().
 
-    def __init__(self, path: Path, session: DbSession) -> None:
+    `path` is in the run's control folder (run_socket.control_folder); `uid` is the sandbox's
+    host uid. Only the run's sandbox can connect (run_socket.py); anyone else is hung up on.
+    """
+
+    def __init__(self, path: Path, session: DbSession, *, uid: int | None) -> None:
         self.path = Path(path)
         self.session = session
         self.log = StatementLog()
+        self._uid = uid
         self._selector = selectors.DefaultSelector()
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(str(self.path))
-        os.chmod(self.path, 0o666)  # noqa: S103 - the sandbox's unprivileged uid must connect
-        self._server.listen(MAX_CLIENTS)
-        self._server.setblocking(False)
+        self._server = run_socket.listen(self.path, uid=uid, backlog=MAX_CLIENTS)
         self._selector.register(self._server, selectors.EVENT_READ)
         self._wake_r, self._wake_w = socket.socketpair()
         self._selector.register(self._wake_r, selectors.EVENT_READ)
@@ -111,6 +112,11 @@ class DbBroker:
         try:
             sock, _ = self._server.accept()
         except OSError:
+            return
+        refusal = run_socket.peer_refusal(sock, uid=self._uid, folder=self.path.parent)
+        if refusal is not None:
+            logger.warning("db broker refused a connection", extra={"why": refusal})
+            sock.close()
             return
         if len(self._clients) >= MAX_CLIENTS:
             sock.close()

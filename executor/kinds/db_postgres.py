@@ -256,6 +256,9 @@ class PostgresSession:
         finally:
             self._broken = self._broken or "the transaction has ended"
 
+    def cancel(self) -> None:
+        self._conn.cancel_safe()
+
     def close(self) -> None:
         try:
             if (

@@ -200,6 +200,9 @@ class SqliteSession:
         finally:
             self._broken = self._broken or "the transaction has ended"
 
+    def cancel(self) -> None:
+        self._conn.interrupt()
+
     def close(self) -> None:
         try:
             if self._conn.in_transaction:

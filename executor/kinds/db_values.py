@@ -43,6 +43,9 @@ class DbSession(Protocol):
 
     def close(self) -> None: ...
 
+    def cancel(self) -> None:
+        """Stop the statement running now, from any thread; it fails, the transaction stays."""
+
 
 # Values ---------------------------------------------------------------------------------------
 

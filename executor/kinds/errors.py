@@ -26,3 +26,7 @@ class StatementRefused(ExecutorError):
 
 class StatementFailed(ExecutorError):
     """The database itself rejected a statement (syntax error, constraint, ...): its message."""
+
+
+class DbProcessesFull(ExecutorError):
+    """As many db runs as the host or the person may hold at once are running or pending."""

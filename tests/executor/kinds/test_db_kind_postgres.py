@@ -6,10 +6,9 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from db_runs import run_db
+from db_runs import run_db, switch_off_postgres_parser
 
 from executor.errors import ExecutorError
-from executor.kinds import db_postgres
 from executor.kinds.db import PostgresTarget
 from tests.servers import PASSWORD, PostgresDatabase, PostgresServer
 
@@ -114,7 +113,7 @@ def test_deny_a_dollar_quoted_commit_is_refused(backend, limits, place, url):
 def test_sabotage_without_the_parser_a_dollar_quoted_commit_commits(
     backend, limits, place, url, monkeypatch
 ):
-    monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: False)
+    switch_off_postgres_parser(monkeypatch)
     assert dollar_quote_breaches(backend, limits, place, url) != []
 
 

@@ -10,11 +10,13 @@ import sqlite3
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from django.test import override_settings
 
-from executor.kinds import db_postgres
+from executor.kinds import db_slots
 from tests.factories import QueryFactory
 from tests.servers import PASSWORD, PostgresDatabase, PostgresServer
 from webapp.runs import runner, services
@@ -24,7 +26,7 @@ from webapp.workspaces import services as ws
 from webapp.workspaces.models import ChangeStatus, PendingChange
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "executor" / "kinds"))
-from db_runs import switch_off_sqlite_guards  # noqa: E402
+from db_runs import switch_off_postgres_parser, switch_off_sqlite_guards  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("threads_runner", "workspaces_root")
 
@@ -50,10 +52,10 @@ def balances(url: str) -> list[tuple]:
         return conn.execute("SELECT name, balance FROM accounts ORDER BY name").fetchall()
 
 
-def run_pending(code: str, *, url: str = "") -> tuple[Run, PendingChange]:
+def run_pending(code: str, *, url: str = "", **query: Any) -> tuple[Run, PendingChange]:
     """Run a db query to its end; return the run and its change (pending, if it succeeded)."""
     names = ["DATABASE_URL"] if url else []
-    query = QueryFactory(kind="db", forward_code=code, credential_names=names)
+    query = QueryFactory(kind="db", forward_code=code, credential_names=names, **query)
     run = services.query_run(query=query, credentials={"DATABASE_URL": url} if url else {})
     assert runner.wait(run.pk, 60), f"run {run.pk} did not finish"
     run.refresh_from_db()
@@ -125,7 +127,7 @@ def test_deny_the_code_cannot_commit_its_own_transaction(url):
 @pytest.mark.postgres
 @pytest.mark.sabotage
 def test_sabotage_without_the_parser_the_code_commits_itself(url, monkeypatch):
-    monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: False)
+    switch_off_postgres_parser(monkeypatch)
     assert self_commit_breaches(url) != []
 
 
@@ -215,3 +217,35 @@ def test_a_sqlite_run_kept_only_by_the_persons_keep():
     kept = workspace.root / "database.sqlite3"
     assert sqlite3.connect(kept).execute("SELECT x FROM t").fetchall() == [(1,)]
     assert kept.stat().st_mode & 0o7777 == 0o644
+
+
+# Issue 41: every running or pending db run holds a db process; a person's count is capped.
+def cap_breaches() -> list[str]:
+    code = "db.execute('CREATE TABLE t (x)')"
+    first = QueryFactory(kind="db", forward_code=code)
+    with override_settings(UNDOABLE_DB_PROCESSES_PER_USER=1):
+        _, held_change = run_pending(code, owner=first.owner)
+        second = services.query_run(
+            query=QueryFactory(kind="db", forward_code=code, owner=first.owner)
+        )
+        assert runner.wait(second.pk, 60), f"run {second.pk} did not finish"
+        second.refresh_from_db()
+        discarded(held_change)
+        third, third_change = run_pending(code, owner=first.owner)
+        discarded(third_change)
+    found = []
+    if second.status != RunStatus.FAILED or "per person" not in second.error:
+        found.append(f"a second db run of one person: {second.status} {second.error!r}")
+    if third.status != RunStatus.SUCCEEDED:
+        found.append(f"the slot was not freed by Undo: {third.status} {third.error!r}")
+    return found
+
+
+def test_deny_a_person_past_the_db_process_cap_gets_a_clear_error():
+    assert cap_breaches() == []
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_cap_db_processes_pile_up(monkeypatch):
+    monkeypatch.setattr(db_slots, "acquire", lambda caps, owner: db_slots.Slots([]))
+    assert cap_breaches() != []

@@ -6,19 +6,11 @@ that send no request head, and refuses connections past its cap at once."""
 from __future__ import annotations
 
 import asyncio
-import os
-import resource
 import select
-import shutil
 import socket
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Callable, Coroutine, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,105 +18,27 @@ import pytest
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from tests.local_servers import free_port, wait_until
-from tests.quota_mounts import remove_var_dir
+from tests.local_servers import wait_until
 from tests.webapp.fresh_interpreter import probe_state
+from tests.webapp.live_server import healthy, serving, template_fixture  # noqa: F401
 from webapp import serve
 from webapp.rlimits import open_files_limit_raise
 
-REPO = Path(__file__).resolve().parents[2]
 IDLE = 1_100
 HEAD_TIMEOUT_S = 10.0
 EARLIEST_CLOSE_S = HEAD_TIMEOUT_S * (1 - serve.HEAD_DEADLINE_SPREAD)
-SETUP_SCRIPT = """
-from django.contrib.auth import get_user_model
-from django.core.management import call_command
-from webapp.agents.tokens import token_create
-call_command("migrate", "--noinput", verbosity=0)
-user = get_user_model().objects.create_user("idle-owner", password="not-used-here-77")
-print(token_create(owner=user).secret)
-"""
+# Idle connections come from 127.0.0.2 and up, this many from each, under the cap per address.
+IDLE_PER_ADDRESS = 200
 
 
-@dataclass(frozen=True)
-class Template:
-    var_dir: Path
-    token: str
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
-    """A migrated var dir with a user and an API token; each server starts on a copy of it."""
-    var_dir = tmp_path_factory.mktemp("serve-template")
-    done = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", SETUP_SCRIPT],
-        env=server_env(var_dir),
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return Template(var_dir=var_dir, token=done.stdout.strip().splitlines()[-1])
-
-
-def server_env(var_dir: Path) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "webapp.settings",
-        "UNDOABLE_VAR_DIR": str(var_dir),
-        "EXECUTOR_ROOTFS": str(REPO / "var" / "sandbox-rootfs"),
-        "EXECUTOR_WARM_POOL_SIZE": "1",
-        "UNDOABLE_RUNNER": "threads",
-    }
-    for name in ("REDIS_URL", "DATABASE_URL"):
-        env.pop(name, None)
-    return env
-
-
-@contextmanager
-def serving(
-    template: Template, tmp_path: Path, *options: str, open_files: tuple[int, int]
-) -> Iterator[str]:
-    """`python -m webapp.serve` on a free port, started with the open-files limit `open_files`
-    (soft, hard) as a host would give it; yields its URL."""
-    # The session sandboxes' uid must traverse every parent of the var dir.
-    var_dir = Path(tempfile.mkdtemp(prefix="undoable-serve-")) / "var"
-    os.chmod(var_dir.parent, 0o711)
-    shutil.copytree(template.var_dir, var_dir)
-    port = free_port()
-    log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 (closed below)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "webapp.serve", "-b", "127.0.0.1", "-p", str(port), *options],
-        env=server_env(var_dir),
-        cwd=REPO,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, open_files),
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: healthy(url), timeout_s=60, what=f"{url}/healthz")
-        yield url
-    finally:
-        process.kill()
-        process.wait()
-        log.close()
-        remove_var_dir(var_dir.parent)
-
-
-def healthy(url: str) -> bool:
-    # The server closes the connection after answering, so it no longer counts against the cap.
-    response = httpx.get(f"{url}/healthz", headers={"Connection": "close"}, timeout=2)
-    return response.status_code == 200
-
-
-def open_idle(url: str, count: int) -> list[socket.socket]:
-    """`count` connections that never send a byte."""
+def open_idle(url: str, count: int, *, per_address: int = IDLE_PER_ADDRESS) -> list[socket.socket]:
+    """`count` connections that never send a byte, `per_address` from each of 127.0.0.2 on."""
     port = int(url.rsplit(":", 1)[1])
     sockets = []
-    for _ in range(count):
+    for n in range(count):
         sock = socket.socket()
         sock.setblocking(False)
+        sock.bind((f"127.0.0.{2 + n // per_address}", 0))
         sock.connect_ex(("127.0.0.1", port))
         sockets.append(sock)
     return sockets
@@ -224,6 +138,9 @@ class FakeLoop:
     def __init__(self) -> None:
         self.now = 0.0
         self.timers: list[FakeTimer] = []
+
+    def time(self) -> float:
+        return self.now
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> FakeTimer:
         timer = FakeTimer(self.now + delay, callback)
@@ -373,11 +290,11 @@ SLOW_BODY = b"POST /api/v1/exec HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r
 
 
 def test_a_body_that_stops_coming_is_cut_off_after_the_idle_timeout():
-    """Each byte of a body restarts the idle deadline; once the bytes stop, it closes."""
     loop, (transport,) = connections(1, "--idle-timeout-s", "20")
-    transport.get_protocol().data_received(SLOW_BODY)
-    assert drip(loop, transport, b"x" * 5, every_s=15.0, until_s=60.0 + 19.0) is None
-    loop.advance_to(60.0 + 40.0)
+    transport.get_protocol().data_received(SLOW_BODY + b"x" * 50)
+    loop.advance_to(19.0)
+    assert not transport.closed
+    loop.advance_to(21.0)
     assert transport.closed
 
 
@@ -388,6 +305,36 @@ def test_sabotage_without_the_body_deadline_a_stalled_body_holds_its_connection(
     transport.get_protocol().data_received(SLOW_BODY + b"x")
     loop.advance_to(3600.0)
     assert not transport.closed
+
+
+TRICKLED_BODY = b"POST /api/v1/exec HTTP/1.1\r\nHost: a\r\nContent-Length: 4000000\r\n\r\n"
+
+
+def test_a_body_trickled_below_the_minimum_rate_is_cut_off_after_its_grace():
+    """A byte every 2 s restarts no deadline that matters: once the first 20 s (the idle
+    timeout) have passed, the body must average --body-min-rate bytes a second."""
+    loop, (transport,) = connections(1, "--idle-timeout-s", "20")
+    transport.get_protocol().data_received(TRICKLED_BODY)
+    closed_s = drip(loop, transport, b"x" * 100, every_s=2.0, until_s=120.0)
+    assert closed_s is not None and 20.0 <= closed_s <= 22.0
+
+
+def test_a_body_at_the_minimum_rate_is_read_to_its_end():
+    loop, (transport,) = connections(1, "--idle-timeout-s", "20", "--body-min-rate", "100")
+    protocol = transport.get_protocol()
+    protocol.data_received(SLOW_BODY.replace(b"100", b"3000"))
+    for second in range(30):
+        loop.advance_to(float(second))
+        assert not transport.closed
+        protocol.data_received(b"x" * 100)
+    assert not protocol._reading_body
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_a_minimum_rate_a_trickled_body_holds_its_connection():
+    loop, (transport,) = connections(1, "--idle-timeout-s", "20", "--body-min-rate", "0")
+    transport.get_protocol().data_received(TRICKLED_BODY)
+    assert drip(loop, transport, b"x" * 100, every_s=2.0, until_s=120.0) is None
 
 
 def test_a_head_past_its_cap_is_answered_431_and_closed():

@@ -169,8 +169,9 @@ class FakeTimer:
 
 
 class FakeTransport(asyncio.Transport):
-    def __init__(self) -> None:
+    def __init__(self, peer: str = "127.0.0.1") -> None:
         super().__init__()
+        self.peer = peer
         self.closed = False
         self.written = b""
         self.protocol: asyncio.BaseProtocol | None = None
@@ -183,7 +184,7 @@ class FakeTransport(asyncio.Transport):
         return self.protocol
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}.get(name)
+        return {"sockname": ("127.0.0.1", 8000), "peername": (self.peer, 50000)}.get(name)
 
     def is_closing(self) -> bool:
         return self.closed
@@ -205,23 +206,78 @@ async def _no_app(scope: Any, receive: Any, send: Any) -> None:
     raise AssertionError("not run")
 
 
-def connections(count: int, *options: str) -> tuple[FakeLoop, list[FakeTransport]]:
+def connections(
+    count: int, *options: str, peers: list[str] | None = None
+) -> tuple[FakeLoop, list[FakeTransport]]:
     """`count` connections made at once to the protocol webapp.serve configures uvicorn with
-    (`options` as on its command line), on a fake loop."""
+    (`options` as on its command line), on a fake loop, from `peers` (default: 127.0.0.1)."""
     config = serve.config_from(list(options))
     config.app = _no_app
     config.load()
     loop, state = FakeLoop(), ServerState()
     transports = []
-    for _ in range(count):
+    for n in range(count):
         protocol = config.http_protocol_class(
             config=config, server_state=state, app_state={}, _loop=loop
         )
-        transport = FakeTransport()
+        transport = FakeTransport(peers[n] if peers else "127.0.0.1")
         protocol.connection_made(transport)
         transport.set_protocol(protocol)
+        if transport.closed:  # refused: the loop reports the close to the protocol
+            protocol.connection_lost(None)
         transports.append(transport)
     return loop, transports
+
+
+def test_connections_past_the_cap_per_address_are_closed_and_other_addresses_served():
+    peers = ["10.0.0.1"] * 5 + ["10.0.0.2"]
+    loop, transports = connections(6, "--max-connections-per-address", "3", peers=peers)
+    assert [t.closed for t in transports] == [False] * 3 + [True] * 2 + [False]
+
+
+def test_a_connection_lost_gives_its_address_its_slot_back():
+    config = serve.config_from(["--max-connections-per-address", "1"])
+    config.app = _no_app
+    config.load()
+    loop, state = FakeLoop(), ServerState()
+
+    def connect() -> FakeTransport:
+        protocol = config.http_protocol_class(
+            config=config, server_state=state, app_state={}, _loop=loop
+        )
+        transport = FakeTransport("10.0.0.1")
+        protocol.connection_made(transport)
+        transport.set_protocol(protocol)
+        return transport
+
+    first, second = connect(), connect()
+    first.get_protocol().connection_lost(None)
+    assert (second.closed, connect().closed) == (True, False)
+
+
+def test_behind_a_proxy_no_cap_applies_per_address():
+    options = ("--max-connections-per-address", "3", "--proxy-headers")
+    _, transports = connections(6, *options, peers=["10.0.0.1"] * 6)
+    assert not any(t.closed for t in transports)
+
+
+def test_an_ipv6_client_is_counted_by_its_64_and_an_ipv4_mapped_one_by_its_ipv4_address():
+    assert serve.address_key("2001:db8::1") == serve.address_key("2001:db8::ffff:1")
+    assert serve.address_key("2001:db8::1") != serve.address_key("2001:db8:0:1::1")
+    assert serve.address_key("::ffff:10.0.0.1") == serve.address_key("10.0.0.1") == "10.0.0.1"
+
+
+def test_one_address_cannot_take_every_connection():
+    options = ("--max-connections-per-address", "3", "--max-connections", "6")
+    _, transports = connections(7, *options, peers=["10.0.0.1"] * 6 + ["10.0.0.2"])
+    assert not transports[-1].closed
+
+
+@pytest.mark.sabotage
+def test_sabotage_with_no_cap_per_address_one_address_takes_every_connection():
+    options = ("--max-connections-per-address", "0", "--max-connections", "6")
+    _, transports = connections(7, *options, peers=["10.0.0.1"] * 6 + ["10.0.0.2"])
+    assert transports[-1].closed
 
 
 def closing_times(count: int, loop: FakeLoop, transports: list[FakeTransport], until_s: float):
@@ -448,3 +504,39 @@ def test_the_server_hands_the_gil_to_waiting_threads_within_a_millisecond(tmp_pa
     """The server's requests hop between its event loop and worker threads; a hop waits for the
     GIL at most the switch interval, which the server lowers from Python's 5 ms."""
     assert probe_state(SWITCH_INTERVAL_PROBE, tmp_path) == pytest.approx(0.001)
+
+
+def answered_early(declared: int) -> tuple[FakeLoop, FakeTransport]:
+    """A POST declaring `declared` bytes of body, answered after its first 1,000 (as the app
+    answers a 401 or a 413 from the head) at time 0."""
+    loop, (transport,) = connections(1)
+    protocol = transport.get_protocol()
+    protocol.data_received(b"POST /api/v1/exec HTTP/1.1\r\nHost: a\r\n")
+    protocol.data_received(b"Content-Length: %d\r\n\r\n" % declared + b"x" * 1000)
+    protocol.cycle.response_complete = True
+    protocol.on_response_complete()
+    return loop, transport
+
+
+def test_the_rest_of_a_body_answered_early_is_read_for_10_s_at_most():
+    loop, transport = answered_early(4 * 1024 * 1024)
+    closed_s = drip(loop, transport, b"x" * 100, every_s=0.5, until_s=60.0)
+    assert closed_s is not None and 9.0 <= closed_s <= serve.DRAIN_TIMEOUT_S + 0.5
+
+
+@pytest.mark.sabotage
+def test_sabotage_with_no_drain_deadline_the_rest_of_a_body_holds_on(monkeypatch):
+    monkeypatch.setattr(serve, "DRAIN_TIMEOUT_S", 3600.0)
+    loop, transport = answered_early(4 * 1024 * 1024)
+    closed_s = drip(loop, transport, b"x" * 100, every_s=0.5, until_s=60.0)
+    assert closed_s is None or closed_s > 10.5
+
+
+def test_a_body_declared_past_what_is_drained_is_closed_with_its_answer():
+    _, transport = answered_early(serve.DRAIN_MAX_BYTES + 2000)
+    assert transport.closed
+
+
+def test_a_body_within_what_is_drained_keeps_its_connection_open_after_the_answer():
+    _, transport = answered_early(serve.DRAIN_MAX_BYTES)
+    assert not transport.closed

@@ -7,13 +7,20 @@ byte of it is stored; and thousands of connections trickling bodies from a few a
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import socket
+import statistics
+import threading
+import time
 import urllib.error
 import urllib.request
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 import requests
 
@@ -23,6 +30,7 @@ from tests.webapp.live_server import (  # noqa: F401 (a fixture)
     serving,
     template_fixture,
 )
+from tests.webapp.trickle import Tally, Trickle
 from webapp.rlimits import open_files_limit_raise
 from webapp.workspaces.uploads import MAX_UPLOAD_REQUEST_BYTES
 
@@ -248,3 +256,105 @@ def test_sabotage_without_the_guard_an_upload_is_spooled_past_its_cap(template, 
 @pytest.fixture
 def many_files() -> None:
     open_files_limit_raise()  # this process's end of each hostile connection is a descriptor
+
+
+HOSTILE = 4096
+HOSTILE_ADDRESSES = 8  # 127.0.0.2 to 127.0.0.9: 512 connections each, twice the cap per address
+TRICKLE_EVERY_S = 2.0
+TRICKLE_FOR_S = 30.0  # past the 20 s a body has before the minimum rate applies
+PROBE_EVERY_S = 0.5
+EXEC_EVERY = 4  # probes
+
+
+def hostile_heads() -> list[bytes]:
+    """Bodies of 4 MB promised, without a token, with a bad one, and to a page (the login form)."""
+    kinds = [
+        head("POST", "/api/v1/exec", 4 * MB),
+        head("POST", "/api/v1/exec", 4 * MB, "udb_not-a-token"),
+        head("POST", "/accounts/login/", 4 * MB),
+    ]
+    return [kinds[n % len(kinds)] for n in range(HOSTILE)]
+
+
+@dataclass
+class Probes:
+    statuses: Counter[tuple[str, int | str]]
+    healthz_s: list[float]
+
+
+def probed(url: str, token: str, duration_s: float) -> Probes:
+    """/healthz every PROBE_EVERY_S, and an authenticated exec every EXEC_EVERY probes, from
+    127.0.0.1, for `duration_s`."""
+    probes = Probes(statuses=Counter(), healthz_s=[])
+    pace = threading.Event()  # never set: the pause between probes
+    close = {"Connection": "close"}
+    auth = {**close, "Authorization": f"Bearer {token}"}
+    ends = time.monotonic() + duration_s
+    for n in itertools.count():
+        if time.monotonic() >= ends:
+            return probes
+        started = time.monotonic()
+        try:
+            status: int | str = httpx.get(f"{url}/healthz", headers=close, timeout=10).status_code
+        except httpx.TransportError as exc:
+            status = type(exc).__name__
+        probes.healthz_s.append(time.monotonic() - started)
+        probes.statuses["healthz", status] += 1
+        if n % EXEC_EVERY == 0:
+            try:
+                status = httpx.post(
+                    f"{url}/api/v1/exec", json={"code": "print(6*7)"}, headers=auth, timeout=30
+                ).status_code
+            except httpx.TransportError as exc:
+                status = type(exc).__name__
+            probes.statuses["exec", status] += 1
+        pace.wait(PROBE_EVERY_S)
+    raise AssertionError("unreachable")
+
+
+def under_trickle(url: str, token: str, duration_s: float) -> tuple[Probes, Tally]:
+    trickle = Trickle(
+        port_of(url), hostile_heads(), addresses=HOSTILE_ADDRESSES, every_s=TRICKLE_EVERY_S
+    )
+    trickle.start()
+    try:
+        assert trickle.all_opened.wait(60)
+        probes = probed(url, token, duration_s)
+    finally:
+        tally = trickle.stop()
+    return probes, tally
+
+
+def test_4096_trickling_connections_leave_healthz_and_exec_answering(
+    template, tmp_path, many_files
+):
+    """Hostile connections from 8 addresses promise 4 MB bodies and send a byte every 2 s:
+    past 256 from one address they are refused at once; the API answers a missing or bad token
+    401 from the head; a body to a page is cut off once it falls below the minimum rate. The
+    probes from 127.0.0.1 all get 200 meanwhile, and no hostile connection lives past the body
+    deadline."""
+    with serving(template, tmp_path, open_files=FILES) as url:
+        probes, tally = under_trickle(url, template.token, TRICKLE_FOR_S)
+    lifetimes = sorted(tally.closed_after_s)
+    print(
+        "trickle:",
+        f"healthz p50 {statistics.median(probes.healthz_s) * 1000:.1f} ms,",
+        f"max {max(probes.healthz_s) * 1000:.1f} ms over {len(probes.healthz_s)} probes;",
+        f"hostile opened {tally.opened}, refused at once {tally.refused},",
+        f"answered {dict(tally.answered)}, closed after p50 {statistics.median(lifetimes):.1f} s",
+        f"max {lifetimes[-1]:.1f} s, oldest still open {tally.oldest_open_s:.1f} s",
+    )
+    assert {what for what, _ in probes.statuses} == {"healthz", "exec"}
+    assert {status for _, status in probes.statuses} == {200}, probes.statuses
+    assert tally.refused > 0 and set(tally.answered) == {401}, tally.answered
+    assert max(lifetimes[-1], tally.oldest_open_s) < 28.0
+
+
+@pytest.mark.sabotage
+def test_sabotage_with_no_cap_per_address_the_trickle_takes_every_connection(
+    template, tmp_path, many_files
+):
+    options = ("--max-connections-per-address", "0")
+    with serving(template, tmp_path, *options, open_files=FILES) as url:
+        probes, _ = under_trickle(url, template.token, 8.0)
+    assert {status for _, status in probes.statuses} != {200}, probes.statuses

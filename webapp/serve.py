@@ -233,7 +233,10 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         if self._body.drain_until is not None:
             return
         self._body.drain_begin(self.loop.time())
-        if self._body.drained_past_bound():
+        # A client that asked to be told to go on before sending its body (`Expect:
+        # 100-continue`), and was answered instead, sends none.
+        expects_no_body = self.expect_100_continue and self._body.received == 0
+        if expects_no_body or self._body.drained_past_bound():
             self.transport.close()
         else:
             self._body_deadline_set()

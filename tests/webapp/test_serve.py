@@ -540,3 +540,15 @@ def test_a_body_declared_past_what_is_drained_is_closed_with_its_answer():
 def test_a_body_within_what_is_drained_keeps_its_connection_open_after_the_answer():
     _, transport = answered_early(serve.DRAIN_MAX_BYTES)
     assert not transport.closed
+
+
+def test_a_client_answered_before_its_100_continue_is_closed_with_its_answer():
+    _, (transport,) = connections(1)
+    protocol = transport.get_protocol()
+    protocol.data_received(
+        b"POST /api/v1/exec HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n"
+        b"Content-Length: 1000\r\n\r\n"
+    )
+    protocol.cycle.response_complete = True
+    protocol.on_response_complete()
+    assert transport.closed

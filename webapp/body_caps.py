@@ -1,5 +1,5 @@
-"""How a site view declares the largest request body it takes, which webapp.request_bodies
-enforces from the request head, before Django reads the body."""
+"""A request body as its head declares it, and how a site view declares the largest body it
+takes: webapp.request_bodies enforces that cap from the head, before Django reads the body."""
 
 from __future__ import annotations
 
@@ -23,3 +23,14 @@ def body_cap(max_bytes: Callable[[], int]) -> Callable[[View], View]:
 def view_body_cap(view: Callable[..., Any], *, default: int) -> int:
     cap = getattr(view, "max_body_bytes", None)
     return default if cap is None else cap()
+
+
+def declared_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    """A request's Content-Length (0 without one: no body), or None for a chunked body."""
+    length = 0
+    for name, value in headers:
+        if name == b"transfer-encoding":
+            return None
+        if name == b"content-length" and value.isdigit():
+            length = int(value)
+    return length

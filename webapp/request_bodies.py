@@ -30,7 +30,7 @@ from webapp.agents.asgi import API_PREFIX, api_body_cap
 from webapp.agents.auth import token_for_secret
 from webapp.agents.refused_early import bearer_secret
 from webapp.asgi_answers import error_answer
-from webapp.body_caps import view_body_cap
+from webapp.body_caps import declared_length, view_body_cap
 
 Receive = Callable[[], Awaitable[Mapping[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -51,28 +51,15 @@ def route_body_cap(scope: dict[str, Any]) -> int:
     return view_body_cap(view, default=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
 
 
-def declared_body(headers: list[tuple[bytes, bytes]]) -> tuple[bool, int | None]:
-    """(whether the request has a body, its declared length or None when it is chunked)."""
-    length, chunked = 0, False
-    for name, value in headers:
-        if name == b"transfer-encoding":
-            chunked = True
-        elif name == b"content-length":
-            length = int(value)  # the server's parser has checked it is one number
-    return (True, None) if chunked else (length > 0, length)
-
-
 class BodyGuard:
-    """The ASGI app `app` (HTTP and websockets), with request bodies judged first."""
+    """The ASGI app `app`, with the bodies of its HTTP requests judged from their heads first."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
-        has_body, length = (
-            declared_body(scope["headers"]) if scope["type"] == "http" else (False, 0)
-        )
-        if not has_body:
+        length = declared_length(scope["headers"]) if scope["type"] == "http" else 0
+        if length == 0:
             await self.app(scope, receive, send)
             return
         if scope["path"].startswith(API_PREFIX) and not await _bearer_active(scope):

@@ -30,6 +30,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from webapp.body_caps import declared_length
 from webapp.reliability.management.commands.migrate import var_dir_setup
 
 logger = logging.getLogger("webapp.serve")  # also when run as __main__
@@ -350,17 +351,6 @@ class BodyFirstTransport:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
-
-
-def declared_length(headers: list[tuple[bytes, bytes]]) -> int | None:
-    """A request's Content-Length (0 without one), or None for a chunked body."""
-    length = 0
-    for name, value in headers:
-        if name == b"transfer-encoding":
-            return None
-        if name == b"content-length" and value.isdigit():
-            length = int(value)
-    return length
 
 
 def address_key(host: str) -> str:

@@ -334,9 +334,12 @@ def test_4096_trickling_connections_leave_healthz_and_exec_answering(
     probes from 127.0.0.1 all get 200 meanwhile, and no hostile connection lives past the body
     deadline."""
     with serving(template, tmp_path, open_files=FILES) as url:
+        calm = probed(url, template.token, 5.0)
         probes, tally = under_trickle(url, template.token, TRICKLE_FOR_S)
     lifetimes = sorted(tally.closed_after_s)
     print(
+        f"calm: healthz p50 {statistics.median(calm.healthz_s) * 1000:.1f} ms,",
+        f"max {max(calm.healthz_s) * 1000:.1f} ms;",
         "trickle:",
         f"healthz p50 {statistics.median(probes.healthz_s) * 1000:.1f} ms,",
         f"max {max(probes.healthz_s) * 1000:.1f} ms over {len(probes.healthz_s)} probes;",

@@ -243,8 +243,12 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self._body_deadline_set()
 
     def close_after_body(self) -> None:
-        self._close_after_body = True
-        self.drain_begin()
+        """Close the connection, once the request body has been read if it is still coming."""
+        if self._reading_body and not self.transport.is_closing():
+            self._close_after_body = True
+            self.drain_begin()
+        else:
+            self.transport.close()
 
     def _next_head_await(self) -> None:
         self._head_bytes = 0
@@ -344,10 +348,7 @@ class BodyFirstTransport:
         self._transport = protocol.transport
 
     def close(self) -> None:
-        if self._protocol._reading_body and not self._transport.is_closing():
-            self._protocol.close_after_body()
-        else:
-            self._transport.close()
+        self._protocol.close_after_body()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)

@@ -27,7 +27,7 @@ import pytest
 from tests.fault.client import WebClient
 from tests.local_servers import free_port, wait_until
 from tests.quota_mounts import remove_var_dir
-from tests.webapp.test_serve import healthy, server_env
+from tests.webapp.live_server import healthy, server_env
 from webapp.draining import AnswersWhenStopped
 from webapp.stopping import SERVER_STOPPED
 

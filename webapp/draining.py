@@ -13,6 +13,8 @@ on in their threads. Here, on SIGTERM or SIGINT:
    whose client went away is ended too).
 4. A request still unanswered END_S / 2 later is cut by AnswersWhenStopped: its client gets
    503 with that reason, never a connection closed with no answer.
+5. The agents' sessions and the executor's backend close: their sandboxes and cgroups go
+   with the server.
 """
 
 from __future__ import annotations
@@ -56,10 +58,15 @@ class AnswersWhenStopped:
         self.cutting = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = False
+        started = cut = False
 
         async def send_tracked(message: Message) -> None:
             nonlocal started
+            if cut:
+                # Django's handler runs the view in a task of its own, which the cut does not
+                # cancel: what it answers later (a session cell ended by the closing session)
+                # comes after our 503, and goes nowhere.
+                return
             if message["type"] in ("http.response.start", "websocket.accept", "websocket.close"):
                 started = True
             await send(message)
@@ -69,6 +76,7 @@ class AnswersWhenStopped:
         except asyncio.CancelledError:
             if not self.cutting:
                 raise
+            cut = True
             answered = scope["type"] == "http" and not started
             if answered:
                 await send_stopped(send)
@@ -104,6 +112,21 @@ def _runs_stop(*, grace_s: float) -> bool:
     return runs_stop_all(reason=SERVER_STOPPED, grace_s=grace_s, timeout_s=END_S)
 
 
+def _backend_close() -> None:
+    """What the server still holds goes with it: its agents' sessions (their sandboxes), then
+    the backend (the stateless sandboxes, the cgroups)."""
+    if not apps.ready:
+        return
+    from webapp.agents.session_services import reset_session_manager
+    from webapp.executor_glue import executor_close
+
+    for close in (reset_session_manager, executor_close):
+        try:
+            close()
+        except Exception:
+            logger.exception("closing what the server holds failed", extra={"step": close.__name__})
+
+
 class DrainingServer(uvicorn.Server):
     """uvicorn's Server with the shutdown above."""
 
@@ -136,6 +159,7 @@ class DrainingServer(uvicorn.Server):
             await self._requests_done(loop.time() + END_S / 2)
         if not await runs:
             logger.warning("runs still executing at the end of the grace period")
+        await asyncio.to_thread(_backend_close)
         for server in self.servers:
             await server.wait_closed()
 

@@ -166,8 +166,12 @@ class DbJob(Job):
     def finish(self, result: RunResult | None) -> DbOutcome:
         """The sandbox ended: stop serving it; a successful run leaves its transaction open."""
         self.finished = True
-        self._broker.stop()
+        self._broker.stop()  # cancels the statement in flight first
         self._deadline.lift()
+        if self._broker.stopped is not None:
+            self._pending.undo()
+            message = f"The run was stopped: {self._broker.stopped}."
+            return DbOutcome(None, self._broker.log, message)
         if result is None or not result.ok:
             self._pending.undo()
             message = "The run did not succeed; the transaction was rolled back."

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from executor.kinds.db_engines import DbSession, Reply
-from executor.kinds.errors import StatementFailed, StatementRefused
+from executor.kinds.errors import RunStopped, StatementFailed, StatementRefused
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +34,8 @@ MAX_CLIENTS = 8
 MAX_REQUEST_BYTES = 1 << 20  # one statement with its parameters
 MAX_BATCH = 100_000  # parameter sets of one executemany
 LOG_STATEMENTS = 200  # statements remembered for the change list; the rest are counted
+# After the session's cancel() (itself bounded), how long stop() waits for the serving thread.
+STOP_JOIN_S = 10.0
 _HEADER = struct.Struct(">I")
 
 
@@ -78,15 +80,23 @@ class DbBroker:
         self._selector.register(self._wake_r, selectors.EVENT_READ)
         self._clients: dict[socket.socket, _Client] = {}
         self._stopping = False
+        self.stopped: str | None = None  # why the session ended the run's transaction itself
         self._thread = threading.Thread(target=self._serve, name="undoable-db-broker", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop serving (the sandbox ended): close every socket. The session stays open."""
+        """Stop serving (the sandbox ended): end the statement in flight, close every socket.
+
+        The session stays open for Keep or Undo. Bounded: the session's cancel() ends what the
+        run started, so no statement holds this thread (or the caller's) past the run.
+        """
         self._stopping = True
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
-        self._thread.join()
+        self.session.cancel()
+        self._thread.join(STOP_JOIN_S)
+        if self._thread.is_alive():
+            logger.error("the db broker did not stop after its statement was cancelled")
         for sock in [self._server, self._wake_r, self._wake_w, *self._clients]:
             sock.close()
         self._clients.clear()
@@ -182,6 +192,8 @@ class DbBroker:
             self.log.note(sql, f"refused: {exc}", refused=True)
             return {"ok": False, "error": f"refused by Undoable: {exc}"}
         except StatementFailed as exc:
+            if isinstance(exc, RunStopped):
+                self.stopped = self.stopped or str(exc)
             self.log.note(sql, f"failed: {exc}")
             return {"ok": False, "error": str(exc)}
         self.log.note(sql, _summary(reply))

@@ -21,6 +21,8 @@ from executor.kinds.db_values import (
 from executor.kinds.errors import StatementFailed, StatementRefused, TransactionError
 from executor.kinds.sql_policy import sqlite_authorize
 
+_TIME_UP = "the run's time is up"
+
 
 def open_sqlite(
     path: Path,
@@ -54,6 +56,7 @@ class SqliteSession:
         self._host = True  # the host's own statements pass the authorizer
         self._refusal: str | None = None
         self._timed_out = False
+        self._ended: str | None = None  # set by cancel(), from any thread
         self._broken: str | None = None
         self._savepoint = f"undoable_{secrets.token_hex(8)}"
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
@@ -88,10 +91,25 @@ class SqliteSession:
         return sqlite3.SQLITE_DENY
 
     def _progress(self) -> int:
-        if self._deadline is not None and time.monotonic() >= self._deadline():
+        if self._host:
+            return 0
+        if self._ended is not None or (
+            self._deadline is not None and time.monotonic() >= self._deadline()
+        ):
             self._timed_out = True
             return 1
         return 0
+
+    def cancel(self) -> None:
+        """The run is over: interrupt the statement in flight and refuse any later one.
+
+        Callable from any thread; sqlite3's interrupt() is, and the progress handler stops
+        whatever the interrupt missed (a statement that starts right after it) within 1,000
+        virtual-machine steps. The host's own statements (Keep, Undo) are not interrupted.
+        """
+        self._ended = "the run has ended: no more statements"
+        if not self._host:
+            self._conn.interrupt()
 
     def execute(self, sql: str, params: Params = None) -> Reply:
         return guarded(
@@ -107,11 +125,13 @@ class SqliteSession:
         return guarded(lambda: self._statement(sql, run))
 
     def _statement(self, sql: str, run: Callable[[sqlite3.Cursor], object]) -> Reply:
+        if self._ended is not None:
+            raise StatementFailed(self._ended)
         self._usable()
         if not isinstance(sql, str) or "\x00" in sql:
             raise StatementRefused("the statement must be text without NUL characters")
         if self._deadline is not None and time.monotonic() >= self._deadline():
-            raise StatementFailed("interrupted: the run's time is up")
+            raise StatementFailed(f"interrupted: {_TIME_UP}")
         self._refusal, self._timed_out = None, False
         self._host_sql(f"SAVEPOINT {self._savepoint}")
         cur = self._conn.cursor()
@@ -148,7 +168,7 @@ class SqliteSession:
         if self._refusal is not None:
             return StatementRefused(self._refusal)
         if self._timed_out:
-            return StatementFailed("interrupted: the run's time is up")
+            return StatementFailed(f"interrupted: {self._ended or _TIME_UP}")
         message = str(exc) or type(exc).__name__
         if isinstance(exc, StatementRefused | StatementFailed):
             return exc

@@ -43,6 +43,14 @@ class DbSession(Protocol):
 
     def close(self) -> None: ...
 
+    def cancel(self) -> None:
+        """The run is over: end the statement in flight, if any, and refuse later ones.
+
+        Callable from any thread while another is inside execute(); returns within a bounded
+        time, once no statement of the program runs. commit(), rollback() and close() stay
+        available (Keep and Undo come after)."""
+        ...
+
 
 # Values ---------------------------------------------------------------------------------------
 

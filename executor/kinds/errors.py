@@ -26,3 +26,8 @@ class StatementRefused(ExecutorError):
 
 class StatementFailed(ExecutorError):
     """The database itself rejected a statement (syntax error, constraint, ...): its message."""
+
+
+class RunStopped(StatementFailed):
+    """The session ended the run's transaction itself (a watched setting changed, or the
+    transaction ended outside the host's control): rolled back, no Keep is offered."""

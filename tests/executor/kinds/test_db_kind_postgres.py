@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from collections.abc import Iterator
 
 import psycopg
@@ -9,7 +11,7 @@ import pytest
 from db_runs import run_db
 
 from executor.errors import ExecutorError
-from executor.kinds import db_postgres
+from executor.kinds import db_postgres, sql_policy
 from executor.kinds.db import PostgresTarget
 from tests.servers import PASSWORD, PostgresDatabase, PostgresServer
 
@@ -110,11 +112,19 @@ def test_deny_a_dollar_quoted_commit_is_refused(backend, limits, place, url):
     assert dollar_quote_breaches(backend, limits, place, url) == []
 
 
+def test_deny_without_the_parser_the_protocol_still_runs_one_statement(
+    backend, limits, place, url, monkeypatch
+):
+    monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: False)
+    assert dollar_quote_breaches(backend, limits, place, url) == []
+
+
 @pytest.mark.sabotage
 def test_sabotage_without_the_parser_a_dollar_quoted_commit_commits(
     backend, limits, place, url, monkeypatch
 ):
     monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: False)
+    switch_off(("extended protocol",), monkeypatch)
     assert dollar_quote_breaches(backend, limits, place, url) != []
 
 
@@ -153,3 +163,94 @@ def test_deny_the_code_cannot_find_the_credential(backend, limits, place, url):
 @pytest.mark.sabotage
 def test_sabotage_a_credential_left_in_the_environment_is_found(backend, limits, place, url):
     assert credential_breaches(backend, limits, place, url, hide_env=()) != []
+
+
+# Issue 41, finding 1: an allowed UPDATE of pg_settings turned standard_conforming_strings off
+# (its rule calls set_config), and the server then read one checked statement as three, sent
+# together by the simple protocol: an earlier UPDATE committed before anyone chose, and a
+# refused CREATE FUNCTION persisted. Three layers stop it, each alone: writes to the system
+# catalogs are refused, the watched settings are read back after every statement, and every
+# statement travels by the extended protocol (one statement per message).
+SETTINGS_CHAIN = r"""
+db.execute("UPDATE accounts SET balance = balance + 1000")
+for sql in (
+    "UPDATE pg_settings SET setting = 'off' WHERE name = 'standard_conforming_strings'",
+    "UPDATE accounts SET balance = balance WHERE balance <> length('x\\', $$'); COMMIT; "
+    "CREATE FUNCTION smuggled() RETURNS int LANGUAGE sql AS 'SELECT 1'; -- $$)",
+):
+    try:
+        db.execute(sql)
+        print('ran:', sql[:40])
+    except db.Error as exc:
+        print('refused:', exc)
+"""
+LAYERS = ("catalog writes", "settings check", "extended protocol")
+
+
+def switch_off(layers: tuple[str, ...], monkeypatch) -> None:
+    if "catalog writes" in layers:
+        monkeypatch.setattr(sql_policy, "_check_target", lambda target: None)
+    if "settings check" in layers:
+        monkeypatch.setattr(db_postgres.PostgresSession, "_check_settings", lambda self, row: None)
+    if "extended protocol" in layers:
+        monkeypatch.setattr(psycopg.Connection, "pipeline", lambda self: contextlib.nullcontext())
+
+
+@pytest.fixture
+def app_url(server: PostgresDatabase, url: str) -> Iterator[str]:
+    """The database as an application's own role sees it: no superuser, owns nothing of the
+    catalogs, may create functions in public."""
+    role = f"app_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{PASSWORD}' NOSUPERUSER")
+        conn.execute(f"GRANT ALL ON accounts TO {role}")
+        conn.execute(f"GRANT CREATE ON SCHEMA public TO {role}")
+    yield url.replace("postgres:", f"{role}:", 1)
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute("DROP FUNCTION IF EXISTS smuggled()")
+        conn.execute(f"DROP OWNED BY {role}")
+        conn.execute(f"DROP ROLE {role}")
+
+
+def settings_chain_breaches(backend, limits, place, url) -> list[str]:
+    result, outcome = start(backend, limits, place, url, SETTINGS_CHAIN)
+    found = []
+    if fetch(url, "SELECT balance FROM accounts ORDER BY name") != [(10,), (20,)]:
+        found.append("an UPDATE was committed before anyone chose")
+    if outcome.pending is not None:
+        outcome.pending.undo()
+    if fetch(url, "SELECT balance FROM accounts ORDER BY name") != [(10,), (20,)]:
+        found.append("Undo left an UPDATE in place")
+    if fetch(url, "SELECT to_regproc('smuggled')::text") != [(None,)]:
+        found.append("a refused CREATE FUNCTION persisted")
+    return found
+
+
+@pytest.mark.parametrize(
+    "off", [(), *[tuple(layer for layer in LAYERS if layer != kept) for kept in LAYERS]]
+)
+def test_deny_a_settings_change_cannot_smuggle_a_commit(
+    backend, limits, place, app_url, off, monkeypatch
+):
+    switch_off(off, monkeypatch)
+    assert settings_chain_breaches(backend, limits, place, app_url) == []
+
+
+def test_deny_the_settings_chain_says_why_it_stopped(backend, limits, place, app_url, monkeypatch):
+    switch_off(("catalog writes",), monkeypatch)
+    result, outcome = start(backend, limits, place, app_url, SETTINGS_CHAIN)
+    assert outcome.pending is None
+    assert "changed the session setting standard_conforming_strings" in outcome.message
+    assert "rolled back" in result.stdout, result.stdout + result.stderr
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_all_three_layers_the_chain_commits(
+    backend, limits, place, app_url, monkeypatch
+):
+    switch_off(LAYERS, monkeypatch)
+    assert set(settings_chain_breaches(backend, limits, place, app_url)) == {
+        "an UPDATE was committed before anyone chose",
+        "Undo left an UPDATE in place",
+        "a refused CREATE FUNCTION persisted",
+    }

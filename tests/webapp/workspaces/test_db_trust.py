@@ -6,6 +6,7 @@ a deny check that cannot fail would prove nothing.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import sys
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from executor.kinds import db_postgres
+from executor.kinds import db_postgres, sql_policy
 from tests.factories import QueryFactory
 from tests.servers import PASSWORD, PostgresDatabase, PostgresServer
 from webapp.runs import runner, services
@@ -109,7 +110,9 @@ def self_commit_breaches(url: str) -> list[str]:
     found = []
     if balances(url) != [("ana", 10), ("bo", 20)]:
         found.append(f"committed before any choice: {balances(url)}")
-    if undone(change).status != ChangeStatus.UNDONE or balances(url) != [("ana", 10), ("bo", 20)]:
+    if change.status == ChangeStatus.PENDING and undone(change).status != ChangeStatus.UNDONE:
+        found.append("Undo failed")
+    if balances(url) != [("ana", 10), ("bo", 20)]:
         found.append(f"Undo did not roll back: {balances(url)}")
     return found
 
@@ -123,6 +126,8 @@ def test_deny_the_code_cannot_commit_its_own_transaction(url):
 @pytest.mark.sabotage
 def test_sabotage_without_the_parser_the_code_commits_itself(url, monkeypatch):
     monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: False)
+    # and without the extended protocol, which alone keeps a text to one statement
+    monkeypatch.setattr(psycopg.Connection, "pipeline", lambda self: contextlib.nullcontext())
     assert self_commit_breaches(url) != []
 
 
@@ -212,3 +217,50 @@ def test_a_sqlite_run_kept_only_by_the_persons_keep():
     kept = workspace.root / "database.sqlite3"
     assert sqlite3.connect(kept).execute("SELECT x FROM t").fetchall() == [(1,)]
     assert kept.stat().st_mode & 0o7777 == 0o644
+
+
+# Issue 41, finding 1: UPDATE pg_settings turned standard_conforming_strings off, and the server
+# then read one checked statement as three (the simple protocol runs them all): an UPDATE was
+# committed before anyone chose and a refused CREATE FUNCTION persisted after Undo.
+SETTINGS_CHAIN = r"""
+db.execute("UPDATE accounts SET balance = balance + 1000")
+for sql in (
+    "UPDATE pg_settings SET setting = 'off' WHERE name = 'standard_conforming_strings'",
+    "UPDATE accounts SET balance = balance WHERE balance <> length('x\\', $$'); COMMIT; "
+    "CREATE FUNCTION smuggled_web() RETURNS int LANGUAGE sql AS 'SELECT 1'; -- $$)",
+):
+    try:
+        db.execute(sql)
+    except db.Error as exc:
+        print('refused:', exc)
+"""
+
+
+def settings_chain_breaches(url: str) -> list[str]:
+    run, change = run_pending(SETTINGS_CHAIN, url=url)
+    found = []
+    if balances(url) != [("ana", 10), ("bo", 20)]:
+        found.append("committed before any choice")
+    if change.status == ChangeStatus.PENDING:
+        undone(change)
+    if balances(url) != [("ana", 10), ("bo", 20)]:
+        found.append("Undo left an UPDATE in place")
+    with psycopg.connect(url, autocommit=True) as conn:
+        if conn.execute("SELECT to_regproc('smuggled_web')").fetchone() != (None,):
+            found.append("a refused CREATE FUNCTION persisted")
+            conn.execute("DROP FUNCTION smuggled_web()")
+    return found
+
+
+@pytest.mark.postgres
+def test_deny_a_settings_change_cannot_smuggle_a_commit(url):
+    assert settings_chain_breaches(url) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.sabotage
+def test_sabotage_without_its_three_layers_the_settings_chain_commits(url, monkeypatch):
+    monkeypatch.setattr(sql_policy, "_check_target", lambda target: None)
+    monkeypatch.setattr(db_postgres.PostgresSession, "_check_settings", lambda self, row: None)
+    monkeypatch.setattr(psycopg.Connection, "pipeline", lambda self: contextlib.nullcontext())
+    assert len(settings_chain_breaches(url)) == 3

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -53,7 +54,10 @@ class SqliteSession:
     ) -> None:
         self._deadline = deadline
         self._max_rows, self._max_reply_bytes = max_rows, max_reply_bytes
-        self._host = True  # the host's own statements pass the authorizer
+        # The thread running the host's own statements, which pass the authorizer and are
+        # never interrupted. A thread, not a flag: Undo may come from another thread while a
+        # statement of the program still runs (cancel() is about to end it).
+        self._host: int | None = threading.get_ident()
         self._refusal: str | None = None
         self._timed_out = False
         self._ended: str | None = None  # set by cancel(), from any thread
@@ -77,12 +81,12 @@ class SqliteSession:
         except sqlite3.Error as exc:
             conn.close()
             raise TransactionError(f"cannot open the SQLite database: {exc}") from None
-        self._host = False
+        self._host = None
 
     def _authorize(
         self, action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None
     ) -> int:
-        if self._host:
+        if self._host == threading.get_ident():
             return sqlite3.SQLITE_OK
         why = sqlite_authorize(action, arg1, arg2)
         if why is None:
@@ -91,7 +95,7 @@ class SqliteSession:
         return sqlite3.SQLITE_DENY
 
     def _progress(self) -> int:
-        if self._host:
+        if self._host == threading.get_ident():
             return 0
         if self._ended is not None or (
             self._deadline is not None and time.monotonic() >= self._deadline()
@@ -105,11 +109,10 @@ class SqliteSession:
 
         Callable from any thread; sqlite3's interrupt() is, and the progress handler stops
         whatever the interrupt missed (a statement that starts right after it) within 1,000
-        virtual-machine steps. The host's own statements (Keep, Undo) are not interrupted.
+        virtual-machine steps. The host's own statements (Keep, Undo) are not: they come after.
         """
         self._ended = "the run has ended: no more statements"
-        if not self._host:
-            self._conn.interrupt()
+        self._conn.interrupt()
 
     def execute(self, sql: str, params: Params = None) -> Reply:
         return guarded(
@@ -190,11 +193,11 @@ class SqliteSession:
             self._broken = f"the transaction could not be recovered: {exc}"
 
     def _host_sql(self, sql: str) -> None:
-        self._host = True
+        self._host = threading.get_ident()
         try:
             self._conn.execute(sql).close()
         finally:
-            self._host = False
+            self._host = None
 
     def _usable(self) -> None:
         if self._broken is not None:
@@ -211,7 +214,7 @@ class SqliteSession:
         self._end(self._conn.rollback)
 
     def _end(self, action: Callable[[], None]) -> None:
-        self._host = True
+        self._host = threading.get_ident()
         self._deadline = None
         try:
             action()

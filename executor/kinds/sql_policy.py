@@ -299,15 +299,20 @@ def _check_statement(node: ast.Node) -> None:
         _check_set(node)
     for target in _written(node):
         _check_target(target)
-    if isinstance(node, ast.AlterSeqStmt | ast.AlterTableStmt) and any(
-        isinstance(item, ast.DefElem) and item.defname == "restart" for item in _walk(node)
-    ):
+    if _rewinds(node):
         raise StatementRefused(f"RESTART of a sequence or identity is not allowed: {_NOT_UNDOABLE}")
     if isinstance(node, ast.RenameStmt) and node.renameType not in _RENAMABLE:
         raise StatementRefused(
             "ALTER ... RENAME is allowed for tables, columns, indexes, views, sequences, "
             "types and schemas only"
         )
+
+
+def _rewinds(node: ast.Node) -> bool:
+    """ALTER SEQUENCE ... RESTART, or ALTER TABLE ... ALTER COLUMN ... RESTART (identity)."""
+    return isinstance(node, ast.AlterSeqStmt | ast.AlterTableStmt) and any(
+        isinstance(item, ast.DefElem) and item.defname == "restart" for item in _walk(node)
+    )
 
 
 def _written(node: ast.Node) -> tuple[ast.RangeVar, ...]:

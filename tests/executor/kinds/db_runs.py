@@ -15,7 +15,7 @@ from executor.spec import RunSpec
 
 # finish() of a run whose statement outlives it: the session's cancel is bounded by a few
 # seconds; without it, finish() waits for the statement (the session's own limit is 600 s).
-FINISH_BOUND_S = 30.0
+FINISH_BOUND_S = 20.0
 
 
 def run_db(

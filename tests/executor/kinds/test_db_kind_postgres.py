@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from db_runs import run_db
+from db_runs import run_db, run_past_its_end
 
 from executor.errors import ExecutorError
 from executor.kinds import db_postgres, sql_policy
@@ -254,3 +254,177 @@ def test_sabotage_without_all_three_layers_the_chain_commits(
         "Undo left an UPDATE in place",
         "a refused CREATE FUNCTION persisted",
     }
+
+
+# Issue 41, item 1's second half: PostgreSQL cannot stop a role from changing its own settings,
+# and a function or trigger already in the database may call set_config. The host reads the
+# watched settings back after every statement: a change rolls everything back and stops the run.
+LOOSENERS = {
+    name: f"PERFORM set_config('{name}', '{value}', false)"
+    for name, value in (
+        ("standard_conforming_strings", "off"),
+        ("statement_timeout", "0"),
+        ("search_path", "evil, pg_catalog"),
+        ("client_encoding", "SJIS"),
+        ("lock_timeout", "1"),
+    )
+}
+
+
+@pytest.fixture
+def loosener(server: PostgresDatabase, url: str, request) -> Iterator[str]:
+    """A function and a trigger, defined by the database's owner, that change one setting."""
+    body = LOOSENERS[request.param]
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(
+            f"CREATE OR REPLACE FUNCTION loosen() RETURNS trigger LANGUAGE plpgsql AS "
+            f"$f$ BEGIN {body}; RETURN NEW; END $f$"
+        )
+        conn.execute(
+            "CREATE TRIGGER loosen BEFORE UPDATE ON accounts FOR EACH ROW EXECUTE FUNCTION loosen()"
+        )
+    yield request.param
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute("DROP TRIGGER IF EXISTS loosen ON accounts")
+        conn.execute("DROP FUNCTION IF EXISTS loosen()")
+
+
+AFTER_A_TRIGGER = """
+db.execute("INSERT INTO accounts VALUES ('cy', 30)")
+for sql in ("UPDATE accounts SET balance = balance + 1", "SELECT name FROM accounts"):
+    try:
+        print('ran:', db.execute(sql))
+    except db.Error as exc:
+        print('refused:', exc)
+"""
+
+
+def trigger_breaches(backend, limits, place, url, setting) -> list[str]:
+    result, outcome = start(backend, limits, place, url, AFTER_A_TRIGGER)
+    found = []
+    if "ran: [('ana',)" in result.stdout:
+        found.append("a statement ran under the changed setting")
+    if outcome.pending is not None:
+        found.append("Keep was offered for a run whose settings changed")
+        outcome.pending.undo()
+    elif f"changed the session setting {setting}" not in outcome.message:
+        found.append(f"the run stopped without naming {setting}: {outcome.message}")
+    return found
+
+
+@pytest.mark.parametrize("loosener", sorted(LOOSENERS), indirect=True)
+def test_deny_a_trigger_that_changes_a_setting_stops_the_run(backend, limits, place, url, loosener):
+    assert trigger_breaches(backend, limits, place, url, loosener) == []
+    assert fetch(url, "SELECT count(*) FROM accounts") == [(2,)]
+
+
+@pytest.mark.sabotage
+@pytest.mark.parametrize("loosener", ["standard_conforming_strings"], indirect=True)
+def test_sabotage_without_the_settings_check_the_run_goes_on(
+    backend, limits, place, url, loosener, monkeypatch
+):
+    monkeypatch.setattr(db_postgres.PostgresSession, "_check_settings", lambda self, row: None)
+    assert len(trigger_breaches(backend, limits, place, url, loosener)) == 2
+
+
+# Issue 41, finding 5: setval() is not rolled back: a run that set a sequence back to 1 left it
+# there after Undo, and later inserts collided. RESTART is refused with it (once kept, it hands
+# out values other sessions already took).
+REWINDS = """
+for sql in (
+    "SELECT setval('ids', 1)",
+    "SELECT pg_catalog.setval('ids', 1, false)",
+    "ALTER SEQUENCE ids RESTART WITH 1",
+    "ALTER TABLE items ALTER COLUMN id RESTART WITH 1",
+    "ALTER TABLE items ALTER COLUMN id SET GENERATED ALWAYS RESTART",
+):
+    try:
+        db.execute(sql)
+        print('ran:', sql)
+    except db.Error as exc:
+        print('refused:', exc)
+"""
+
+
+@pytest.fixture
+def sequences(url: str) -> Iterator[str]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS items; DROP SEQUENCE IF EXISTS ids")
+        conn.execute("CREATE SEQUENCE ids")
+        conn.execute("SELECT nextval('ids') FROM generate_series(1, 5)")
+        conn.execute("CREATE TABLE items (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY)")
+        conn.execute("INSERT INTO items DEFAULT VALUES")
+    yield url
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS items; DROP SEQUENCE IF EXISTS ids")
+
+
+def rewind_breaches(backend, limits, place, url) -> list[str]:
+    result, outcome = start(backend, limits, place, url, REWINDS)
+    found = [line for line in result.stdout.splitlines() if line.startswith("ran:")]
+    outcome.pending.undo()
+    if fetch(url, "SELECT nextval('ids')") != [(6,)]:
+        found.append("the sequence was rewound behind Undo")
+    return found
+
+
+def test_deny_setval_and_restart_are_refused(backend, limits, place, sequences):
+    assert rewind_breaches(backend, limits, place, sequences) == []
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_refusal_setval_survives_undo(
+    backend, limits, place, sequences, monkeypatch
+):
+    monkeypatch.setattr(sql_policy, "_NOT_UNDOABLE_FUNCTIONS", set())
+    monkeypatch.setattr(sql_policy, "_rewinds", lambda node: False)
+    found = rewind_breaches(backend, limits, place, sequences)
+    assert "the sequence was rewound behind Undo" in found
+    assert len(found) == 6
+
+
+# Issue 41, finding 2: a statement outlived its run. finish() joined the broker with no cancel,
+# so a run past its wall time stayed `running`, holding a runner thread and the session.
+SLEEP_PAST_THE_END = {
+    "wall time": "db.execute('SELECT pg_sleep(900)')\n",
+    "crash": (
+        "import os, threading, time\n"
+        "threading.Thread(target=db.execute, args=('SELECT pg_sleep(900)',)).start()\n"
+        "time.sleep(1)\n"
+        "os._exit(0)\n"
+    ),
+}
+
+
+def sleep_breaches(backend, place, url, how) -> list[str]:
+    def active() -> list[str]:
+        rows = fetch(
+            url,
+            "SELECT query FROM pg_stat_activity WHERE application_name = 'undoable' "
+            "AND state = 'active' AND query LIKE '%pg_sleep%'",
+        )
+        return [f"still active on the server: {query}" for (query,) in rows]
+
+    _, found = run_past_its_end(
+        backend,
+        place,
+        PostgresTarget(url=url),
+        SLEEP_PAST_THE_END[how],
+        while_stuck=active,
+        unstick=UNSTICK,
+    )
+    return found
+
+
+UNSTICK = db_postgres.PostgresSession.cancel
+
+
+@pytest.mark.parametrize("how", sorted(SLEEP_PAST_THE_END))
+def test_deny_a_statement_ends_with_its_run(backend, place, url, how):
+    assert sleep_breaches(backend, place, url, how) == []
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_cancel_a_statement_outlives_its_run(backend, place, url, monkeypatch):
+    monkeypatch.setattr(db_postgres.PostgresSession, "cancel", lambda self: None)
+    assert len(sleep_breaches(backend, place, url, "wall time")) == 2

@@ -22,8 +22,9 @@ import secrets
 import socket
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import groupby
+from typing import NoReturn
 
 import psycopg
 from psycopg import pq
@@ -66,6 +67,7 @@ _WATCHED = (
     "lock_timeout",
     "idle_in_transaction_session_timeout",
     "transaction_timeout",  # PostgreSQL 17+; NULL before
+    "client_connection_check_interval",  # PostgreSQL 14+
 )
 # What the host sets at connect time and checks before the first statement (None: absent).
 _PINNED: dict[str, tuple[str | None, ...]] = {
@@ -74,15 +76,19 @@ _PINNED: dict[str, tuple[str | None, ...]] = {
     "client_encoding": ("UTF8",),
     "idle_in_transaction_session_timeout": ("0",),
     "transaction_timeout": ("0", None),
+    "client_connection_check_interval": ("1s", None),
 }
 # Schema-qualified: a search_path the program changed cannot put another current_setting first.
 _READ_SETTINGS = "SELECT " + ", ".join(
     f"pg_catalog.current_setting('{name}', true)" for name in _WATCHED
 )
-# The held transaction must not end by the server's clock while it waits for Keep or Undo.
-_NO_TRANSACTION_TIMEOUT = (
-    "SELECT pg_catalog.set_config('transaction_timeout', '0', false) "
-    "WHERE pg_catalog.current_setting('transaction_timeout', true) IS NOT NULL"
+# Settings of newer servers (unknown names fail a connection, so not in its options): the held
+# transaction must not end by the server's clock while it waits for Keep or Undo, and a
+# statement whose connection the host cut (cancel()) stops within a second.
+_NEWER_SETTINGS = (
+    "SELECT pg_catalog.set_config(s.name, s.value, false) FROM (VALUES "
+    "('transaction_timeout', '0'), ('client_connection_check_interval', '1s')) AS s(name, value) "
+    "WHERE pg_catalog.current_setting(s.name, true) IS NOT NULL"
 )
 # cancel(): how long a cancel request may take, how often it is tried, and how long the
 # statement may take to stop after each before the connection is cut.
@@ -177,7 +183,7 @@ class PostgresSession:
             f"{_READ_SETTINGS}; RELEASE SAVEPOINT {self._savepoint}; SAVEPOINT {self._savepoint}"
         )
         try:
-            conn.execute(_NO_TRANSACTION_TIMEOUT)
+            conn.execute(_NEWER_SETTINGS)
             conn.execute(f"SAVEPOINT {self._savepoint}")
             self._settings = _named(conn.execute(_READ_SETTINGS).fetchone())
         except psycopg.Error as exc:
@@ -191,7 +197,7 @@ class PostgresSession:
                 )
 
     def execute(self, sql: str, params: Params = None) -> Reply:
-        return self._program(lambda: self._execute(sql, params))
+        return guarded(lambda: self._execute(sql, params))
 
     def _execute(self, sql: str, params: Params) -> Reply:
         self._usable()
@@ -200,16 +206,17 @@ class PostgresSession:
         return self._in_savepoint(lambda cur: self._run(cur, text, values, returns_rows))
 
     def executemany(self, sql: str, seq: list[list | dict]) -> Reply:
-        return self._program(lambda: self._executemany(sql, seq))
+        return guarded(lambda: self._executemany(sql, seq))
 
-    def _program(self, call: Callable[[], Reply]) -> Reply:
-        """One call of the program's, unless cancel() ended them; cancel() waits for it."""
+    @contextlib.contextmanager
+    def _on_connection(self) -> Iterator[None]:
+        """While the program's statement is on the connection; refused once cancel() came."""
         with self._state:
             if self._ended is not None:
                 raise StatementFailed(self._ended)
             self._idle.clear()
         try:
-            return guarded(call)
+            yield
         finally:
             self._idle.set()
 
@@ -317,7 +324,7 @@ class PostgresSession:
         undoes the statement alone and keeps the savepoint for the next one.
         """
         try:
-            with psycopg.RawCursor(self._conn) as cur:
+            with self._on_connection(), psycopg.RawCursor(self._conn) as cur:
                 try:
                     reply = run(cur)
                 except Exception as exc:  # the database's answer, or a value psycopg rejects
@@ -327,9 +334,8 @@ class PostgresSession:
                 self._still_open()
                 cur.execute(self._settle, prepare=False)
                 self._check_settings(cur.fetchone())
-        except psycopg.Error as exc:
-            self._broken = _scrub(f"the database connection failed: {exc}", self._secret)
-            raise StatementFailed(self._broken) from None
+        except psycopg.Error as exc:  # the host's own text failed: the transaction is unusable
+            self._stop(_scrub(f"the database connection failed: {exc}", self._secret))
         return reply
 
     def _undo_statement(self, cur: psycopg.RawCursor) -> None:
@@ -355,7 +361,7 @@ class PostgresSession:
                     "statements are read and how long they may run"
                 )
 
-    def _stop(self, why: str) -> None:
+    def _stop(self, why: str) -> NoReturn:
         """End the run's transaction here: roll it all back, refuse every later statement."""
         with contextlib.suppress(psycopg.Error):
             self._conn.rollback()

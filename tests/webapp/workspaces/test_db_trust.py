@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -264,3 +265,55 @@ def test_sabotage_without_its_three_layers_the_settings_chain_commits(url, monke
     monkeypatch.setattr(db_postgres.PostgresSession, "_check_settings", lambda self, row: None)
     monkeypatch.setattr(psycopg.Connection, "pipeline", lambda self: contextlib.nullcontext())
     assert len(settings_chain_breaches(url)) == 3
+
+
+# Issue 41, finding 2: a statement outlived its run. After Stop, finishing the run waited for
+# the statement (until the session's own time limit), so the run stayed `running` and held a
+# runner thread and the PostgreSQL session.
+def active_sleeps(url: str) -> list[int]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE state = 'active' "
+            "AND query LIKE '%pg_sleep(900)%' AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return [pid for (pid,) in rows]
+
+
+def stopped_sleep_breaches(url: str) -> list[str]:
+    query = QueryFactory(
+        kind="db",
+        forward_code="db.execute('SELECT pg_sleep(900)')",
+        credential_names=["DATABASE_URL"],
+    )
+    run = services.query_run(query=query, credentials={"DATABASE_URL": url})
+    for _ in range(600):
+        if active_sleeps(url):
+            break
+        time.sleep(0.05)
+    assert active_sleeps(url), "the statement never started"
+    assert runner.cancel(run.pk)  # the person's Stop
+    found = []
+    if not runner.wait(run.pk, 20):  # the session's own limit, the wall time, is 60 s
+        found.append("the run still holds its runner thread 20 s after Stop")
+        found += [f"statement {pid} still active" for pid in active_sleeps(url)]
+        with psycopg.connect(url, autocommit=True) as conn:
+            for pid in active_sleeps(url):
+                conn.execute("SELECT pg_cancel_backend(%s)", [pid])
+        assert runner.wait(run.pk, 60)
+    found += [f"statement {pid} still active after the run" for pid in active_sleeps(url)]
+    run.refresh_from_db()
+    if run.status == RunStatus.RUNNING:
+        found.append("the run is still running")
+    return found
+
+
+@pytest.mark.postgres
+def test_deny_stop_ends_the_runs_statement(url):
+    assert stopped_sleep_breaches(url) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.sabotage
+def test_sabotage_without_the_cancel_a_stopped_runs_statement_holds_a_thread(url, monkeypatch):
+    monkeypatch.setattr(db_postgres.PostgresSession, "cancel", lambda self: None)
+    assert len(stopped_sleep_breaches(url)) >= 2

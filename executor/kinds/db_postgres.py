@@ -303,10 +303,11 @@ class PostgresSession:
         self, cur: psycopg.RawCursor, text: str, values: list[object] | None, returns_rows: bool
     ) -> Reply:
         if not returns_rows:
-            # Pipeline mode sends it by the extended protocol even without parameters (psycopg
-            # would use the simple protocol, which runs every statement the server reads).
-            with self._conn.pipeline():
-                cur.execute(text, values)
+            # Binary results can only be asked for by the extended protocol (libpq's
+            # PQsendQuery has no result format), so psycopg sends it by PQsendQueryParams even
+            # without parameters, where it would otherwise use the simple protocol, which runs
+            # every statement the server reads in the text. There are no rows to decode.
+            cur.execute(text, values, binary=True)
             return Reply(None, [], cur.rowcount, False)
         rows = Rows(self._max_rows, self._max_reply_bytes)
         # Row by row (stream(): the extended protocol), so a huge result is never held on the

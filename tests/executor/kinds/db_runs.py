@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
+
+import psycopg
+from psycopg._preparing import Prepare, PrepareManager
 
 from executor.kinds import db, db_sqlite
 from executor.kinds.db import DbOutcome, Target
@@ -93,3 +97,19 @@ def run_past_its_end(
         if outcome and outcome[0].pending is not None:
             outcome[0].pending.undo()
     return result, found
+
+
+def switch_off_extended_protocol(monkeypatch) -> None:
+    """For the sabotage tests: statements without parameters go by psycopg's simple protocol
+    again, which runs every statement the server reads in a text. The host asks for binary
+    results (no-row statements) or a pipeline (executemany) only to get the extended one;
+    psycopg's executemany also prepares its statement, unless its prepared cache is off."""
+    execute = psycopg.RawCursor.execute
+
+    def simple(self, query, params=None, *, prepare=None, binary=None):
+        return execute(self, query, params, prepare=prepare)
+
+    monkeypatch.setattr(psycopg.RawCursor, "execute", simple)
+    monkeypatch.setattr(psycopg.Connection, "pipeline", lambda self: contextlib.nullcontext())
+    monkeypatch.setattr(psycopg.Pipeline, "is_supported", classmethod(lambda cls: False))
+    monkeypatch.setattr(PrepareManager, "get", lambda self, query, prepare=None: (Prepare.NO, b""))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 import threading
 import time
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from db_runs import switch_off_extended_protocol
 
 from executor.kinds import db_postgres, db_sqlite
 from executor.kinds.db_engines import DbSession, open_postgres, open_sqlite
@@ -524,10 +524,7 @@ def test_sabotage_postgres_without_the_pipeline_a_text_runs_several(
     url, pg, path, monkeypatch
 ) -> None:
     monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: False)
-    monkeypatch.setattr(psycopg.Connection, "pipeline", lambda self: contextlib.nullcontext())
-    # executemany: psycopg's own pipeline, else its prepared statements, are extended too
-    monkeypatch.setattr(psycopg.Pipeline, "is_supported", classmethod(lambda cls: False))
-    pg._conn.prepare_threshold = None
+    switch_off_extended_protocol(monkeypatch)
     assert smuggle_breaches(url, pg, path) == ["committed by the program"]
 
 

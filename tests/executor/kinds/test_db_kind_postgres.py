@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Iterator
 
 import psycopg
 import pytest
-from db_runs import run_db, run_past_its_end
+from db_runs import run_db, run_past_its_end, switch_off_extended_protocol
 
 from executor.errors import ExecutorError
 from executor.kinds import db_postgres, sql_policy
@@ -193,7 +192,7 @@ def switch_off(layers: tuple[str, ...], monkeypatch) -> None:
     if "settings check" in layers:
         monkeypatch.setattr(db_postgres.PostgresSession, "_check_settings", lambda self, row: None)
     if "extended protocol" in layers:
-        monkeypatch.setattr(psycopg.Connection, "pipeline", lambda self: contextlib.nullcontext())
+        switch_off_extended_protocol(monkeypatch)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ a deny check that cannot fail would prove nothing.
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 import sys
 import time
@@ -26,7 +25,7 @@ from webapp.workspaces import services as ws
 from webapp.workspaces.models import ChangeStatus, PendingChange
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "executor" / "kinds"))
-from db_runs import switch_off_sqlite_guards  # noqa: E402
+from db_runs import switch_off_extended_protocol, switch_off_sqlite_guards  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("threads_runner", "workspaces_root")
 
@@ -128,7 +127,7 @@ def test_deny_the_code_cannot_commit_its_own_transaction(url):
 def test_sabotage_without_the_parser_the_code_commits_itself(url, monkeypatch):
     monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: False)
     # and without the extended protocol, which alone keeps a text to one statement
-    monkeypatch.setattr(psycopg.Connection, "pipeline", lambda self: contextlib.nullcontext())
+    switch_off_extended_protocol(monkeypatch)
     assert self_commit_breaches(url) != []
 
 
@@ -263,7 +262,7 @@ def test_deny_a_settings_change_cannot_smuggle_a_commit(url):
 def test_sabotage_without_its_three_layers_the_settings_chain_commits(url, monkeypatch):
     monkeypatch.setattr(sql_policy, "_check_target", lambda target: None)
     monkeypatch.setattr(db_postgres.PostgresSession, "_check_settings", lambda self, row: None)
-    monkeypatch.setattr(psycopg.Connection, "pipeline", lambda self: contextlib.nullcontext())
+    switch_off_extended_protocol(monkeypatch)
     assert len(settings_chain_breaches(url)) == 3
 
 

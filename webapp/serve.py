@@ -26,6 +26,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from webapp.draining import DrainingServer
 from webapp.reliability.management.commands.migrate import var_dir_setup
 
 logger = logging.getLogger("webapp.serve")  # also when run as __main__
@@ -52,9 +53,6 @@ GIL_SWITCH_INTERVAL_S = 0.001
 LISTEN_BACKLOG = 2048
 # Descriptors the cap leaves for what requests open: sandboxes' pipes, the database, Redis, logs.
 RESERVED_FDS = 512
-# On SIGTERM, requests in flight get this long to finish before the server stops anyway: under
-# the 10 s Docker waits before its SIGKILL.
-GRACEFUL_SHUTDOWN_S = 8
 
 
 @dataclass(frozen=True)
@@ -280,7 +278,6 @@ def config_from(argv: list[str]) -> LimitedConfig:
         # The protocol's own deadline closes an idle keep-alive connection first; uvicorn's
         # timer (whole seconds) is only a backstop.
         timeout_keep_alive=math.ceil(idle_s) + 1 if idle_s else 10**9,
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
 
 
@@ -289,7 +286,8 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     var_dir_setup()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-    uvicorn.Server(config_from(sys.argv[1:] if argv is None else argv)).run()
+    # Its shutdown drains within UNDOABLE_SHUTDOWN_GRACE_S, then ends the rest with a reason.
+    DrainingServer(config_from(sys.argv[1:] if argv is None else argv)).run()
 
 
 if __name__ == "__main__":

@@ -167,12 +167,11 @@ class PostgresSession:
         self._savepoint = f"undoable_{secrets.token_hex(8)}"
         self._broken: str | None = None
         self._verdicts = _Verdicts()
-        # cancel() may come from any thread: `_ended` refuses later statements, `_idle` is
-        # clear while one of the program's statements is on the connection.
-        self._state = threading.Lock()
-        self._ended: str | None = None
+        # cancel() may come from any thread: `_idle` is clear while one of the program's
+        # statements is on the connection, `_cancelled` says a cancel was sent for it.
         self._idle = threading.Event()
         self._idle.set()
+        self._cancelled = False
         # json/jsonb arrive as their text: no parse of deeply nested documents on the host.
         for name in ("json", "jsonb"):
             conn.adapters.register_loader(name, TextLoader)
@@ -210,29 +209,25 @@ class PostgresSession:
 
     @contextlib.contextmanager
     def _on_connection(self) -> Iterator[None]:
-        """While the program's statement is on the connection; refused once cancel() came."""
-        with self._state:
-            if self._ended is not None:
-                raise StatementFailed(self._ended)
-            self._idle.clear()
+        """While the program's statement (and the host's text after it) is on the connection."""
+        self._cancelled = False
+        self._idle.clear()
         try:
             yield
         finally:
             self._idle.set()
 
     def cancel(self) -> None:
-        """The run is over: end the statement in flight and refuse any later one.
+        """End the statement in flight, if any; it fails and the transaction stays usable.
 
         Callable from any thread, and bounded: a PostgreSQL cancel request (tried again if the
         statement had not reached the server yet); if the statement still runs after that, the
-        connection is cut under it, and the server rolls the transaction back. Keep and Undo
-        stay possible when no statement was in flight.
+        connection is cut under it, and the server rolls the transaction back.
         """
-        with self._state:
-            self._ended = self._ended or "the run has ended: no more statements"
         for _ in range(_CANCEL_TRIES):
             if self._idle.is_set():
                 return
+            self._cancelled = True
             with contextlib.suppress(psycopg.Error):
                 self._conn.cancel_safe(timeout=_CANCEL_TIMEOUT_S)
             if self._idle.wait(_CANCEL_WAIT_S):
@@ -330,26 +325,29 @@ class PostgresSession:
                     reply = run(cur)
                 except Exception as exc:  # the database's answer, or a value psycopg rejects
                     message = _scrub(_pg_message(exc), self._secret)
-                    self._undo_statement(cur)
+                    self._undo_statement(cur, message)
                     raise StatementFailed(message) from None
                 self._still_open()
                 cur.execute(self._settle, prepare=False)
                 self._check_settings(cur.fetchone())
         except psycopg.Error as exc:  # the host's own text failed: the transaction is unusable
+            if self._cancelled:  # the cancel came as the statement ended
+                self._stop("a cancel came as the statement ended")
             self._stop(_scrub(f"the database connection failed: {exc}", self._secret))
         return reply
 
-    def _undo_statement(self, cur: psycopg.RawCursor) -> None:
-        self._still_open(pq.TransactionStatus.INERROR)
+    def _undo_statement(self, cur: psycopg.RawCursor, message: str) -> None:
+        status = self._conn.info.transaction_status
+        if status not in (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR):
+            self._stop(f"{message} (and the transaction could not go on)")
         cur.execute(f"ROLLBACK TO SAVEPOINT {self._savepoint}; {_READ_SETTINGS}", prepare=False)
         cur.nextset()
         self._check_settings(cur.fetchone())
 
-    def _still_open(self, *also: pq.TransactionStatus) -> None:
+    def _still_open(self) -> None:
         # The policy should make this impossible; if anything ends the transaction anyway, the
         # run stops rather than continue outside the transaction Keep/Undo decides.
-        status = self._conn.info.transaction_status
-        if status != pq.TransactionStatus.INTRANS and status not in also:
+        if self._conn.info.transaction_status != pq.TransactionStatus.INTRANS:
             self._stop("the transaction ended outside Undoable's control")
 
     def _check_settings(self, row: tuple | None) -> None:

@@ -5,6 +5,7 @@ Keep is `commit()`, Undo is `rollback()`: the host's calls, never the program's.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import sqlite3
 import threading
@@ -23,6 +24,7 @@ from executor.kinds.errors import StatementFailed, StatementRefused, Transaction
 from executor.kinds.sql_policy import sqlite_authorize
 
 _TIME_UP = "the run's time is up"
+_CANCEL_WAIT_S = 5.0
 
 
 def open_sqlite(
@@ -60,7 +62,8 @@ class SqliteSession:
         self._host: int | None = threading.get_ident()
         self._refusal: str | None = None
         self._timed_out = False
-        self._ended: str | None = None  # set by cancel(), from any thread
+        self._idle = threading.Event()  # clear while a statement of the program runs
+        self._idle.set()
         self._broken: str | None = None
         self._savepoint = f"undoable_{secrets.token_hex(8)}"
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
@@ -97,22 +100,23 @@ class SqliteSession:
     def _progress(self) -> int:
         if self._host == threading.get_ident():
             return 0
-        if self._ended is not None or (
-            self._deadline is not None and time.monotonic() >= self._deadline()
-        ):
+        if self._deadline is not None and time.monotonic() >= self._deadline():
             self._timed_out = True
             return 1
         return 0
 
     def cancel(self) -> None:
-        """The run is over: interrupt the statement in flight and refuse any later one.
+        """End the statement in flight, if any; it fails and the transaction stays usable.
 
-        Callable from any thread; sqlite3's interrupt() is, and the progress handler stops
-        whatever the interrupt missed (a statement that starts right after it) within 1,000
-        virtual-machine steps. The host's own statements (Keep, Undo) are not: they come after.
+        Callable from any thread (so is SQLite's interrupt). An interrupt that comes before the
+        statement has started is lost, so it is repeated while the statement is in flight, for
+        at most _CANCEL_WAIT_S.
         """
-        self._ended = "the run has ended: no more statements"
-        self._conn.interrupt()
+        end = time.monotonic() + _CANCEL_WAIT_S
+        while not self._idle.is_set() and time.monotonic() < end:
+            with contextlib.suppress(sqlite3.ProgrammingError):  # closed: nothing runs
+                self._conn.interrupt()
+            self._idle.wait(0.05)
 
     def execute(self, sql: str, params: Params = None) -> Reply:
         return guarded(
@@ -128,8 +132,6 @@ class SqliteSession:
         return guarded(lambda: self._statement(sql, run))
 
     def _statement(self, sql: str, run: Callable[[sqlite3.Cursor], object]) -> Reply:
-        if self._ended is not None:
-            raise StatementFailed(self._ended)
         self._usable()
         if not isinstance(sql, str) or "\x00" in sql:
             raise StatementRefused("the statement must be text without NUL characters")
@@ -138,15 +140,18 @@ class SqliteSession:
         self._refusal, self._timed_out = None, False
         self._host_sql(f"SAVEPOINT {self._savepoint}")
         cur = self._conn.cursor()
+        self._idle.clear()
         try:
             run(cur)
             reply = self._reply(cur)
         except Exception as exc:
             error = self._error(exc)
             cur.close()
+            self._idle.set()
             self._undo_statement()
             raise error from None
         cur.close()
+        self._idle.set()
         try:
             self._host_sql(f"RELEASE {self._savepoint}")
         except sqlite3.Error:
@@ -171,7 +176,7 @@ class SqliteSession:
         if self._refusal is not None:
             return StatementRefused(self._refusal)
         if self._timed_out:
-            return StatementFailed(f"interrupted: {self._ended or _TIME_UP}")
+            return StatementFailed(f"interrupted: {_TIME_UP}")
         message = str(exc) or type(exc).__name__
         if isinstance(exc, StatementRefused | StatementFailed):
             return exc

@@ -44,11 +44,11 @@ class DbSession(Protocol):
     def close(self) -> None: ...
 
     def cancel(self) -> None:
-        """The run is over: end the statement in flight, if any, and refuse later ones.
+        """End the statement in flight, if any: it fails, the transaction stays usable.
 
         Callable from any thread while another is inside execute(); returns within a bounded
-        time, once no statement of the program runs. commit(), rollback() and close() stay
-        available (Keep and Undo come after)."""
+        time, once that statement no longer holds the session (a PostgreSQL statement that
+        ignores its cancel loses its connection, and with it the transaction)."""
         ...
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from db_runs import switch_off_extended_protocol
+from db_runs import switch_off_extended_protocol_here
 
 from executor.kinds import db_postgres, db_sqlite
 from executor.kinds.db_engines import DbSession, open_postgres, open_sqlite
@@ -524,7 +524,7 @@ def test_sabotage_postgres_without_the_pipeline_a_text_runs_several(
     url, pg, path, monkeypatch
 ) -> None:
     monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: False)
-    switch_off_extended_protocol(monkeypatch)
+    switch_off_extended_protocol_here(monkeypatch)
     assert smuggle_breaches(url, pg, path) == ["committed by the program"]
 
 
@@ -539,9 +539,8 @@ def test_postgres_cancel_from_another_thread_ends_the_statement(url, pg) -> None
     worker.join()
     assert "canceling statement" in str(failure[0])
     assert active_sleeps(url) == []
-    with pytest.raises(StatementFailed, match="the run has ended"):
-        pg.execute("SELECT 1")
-    pg.commit()  # Keep after a cancel: the transaction is still the host's
+    assert pg.execute("SELECT 1").rows == [[1]]  # the statement failed alone
+    pg.commit()
 
 
 def sleep_on(pg: DbSession, failure: list[Exception]) -> None:

@@ -6,9 +6,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from db_runs import run_db, run_past_its_end, switch_off_sqlite_guards
+from db_runs import run_db, run_past_its_end, switch_off, switch_off_sqlite_guards
 
-from executor.kinds import db_sqlite
 from executor.kinds.db import SqliteTarget
 from executor.kinds.errors import NothingPending
 from executor.kinds.fs import FsWorkspace
@@ -172,11 +171,10 @@ ENDLESS = (
     "db.execute('WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
     "SELECT count(*) FROM c')\n"
 )
-UNSTICK = db_sqlite.SqliteSession.cancel
 
 
 def endless_breaches(backend, place, target) -> list[str]:
-    _, found = run_past_its_end(backend, place, target, ENDLESS, unstick=UNSTICK)
+    _, found = run_past_its_end(backend, place, target, ENDLESS)
     return found
 
 
@@ -189,5 +187,5 @@ def test_deny_a_long_sqlite_statement_ends_with_its_run(backend, place, workspac
 def test_sabotage_without_the_interrupt_a_sqlite_statement_outlives_its_run(
     backend, place, target, monkeypatch
 ):
-    monkeypatch.setattr(db_sqlite.SqliteSession, "cancel", lambda self: None)
+    switch_off(monkeypatch, "sqlite cancel")
     assert endless_breaches(backend, place, target) != []

@@ -7,10 +7,9 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from db_runs import run_db, run_past_its_end, switch_off_extended_protocol
+from db_runs import run_db, run_past_its_end, switch_off, switch_off_postgres_parser
 
 from executor.errors import ExecutorError
-from executor.kinds import db_postgres, sql_policy
 from executor.kinds.db import PostgresTarget
 from tests.servers import PASSWORD, PostgresDatabase, PostgresServer
 
@@ -114,7 +113,7 @@ def test_deny_a_dollar_quoted_commit_is_refused(backend, limits, place, url):
 def test_deny_without_the_parser_the_protocol_still_runs_one_statement(
     backend, limits, place, url, monkeypatch
 ):
-    monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: False)
+    switch_off_postgres_parser(monkeypatch)
     assert dollar_quote_breaches(backend, limits, place, url) == []
 
 
@@ -122,8 +121,8 @@ def test_deny_without_the_parser_the_protocol_still_runs_one_statement(
 def test_sabotage_without_the_parser_a_dollar_quoted_commit_commits(
     backend, limits, place, url, monkeypatch
 ):
-    monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: False)
-    switch_off(("extended protocol",), monkeypatch)
+    switch_off_postgres_parser(monkeypatch)
+    switch_off(monkeypatch, "extended protocol")
     assert dollar_quote_breaches(backend, limits, place, url) != []
 
 
@@ -186,15 +185,6 @@ for sql in (
 LAYERS = ("catalog writes", "settings check", "extended protocol")
 
 
-def switch_off(layers: tuple[str, ...], monkeypatch) -> None:
-    if "catalog writes" in layers:
-        monkeypatch.setattr(sql_policy, "_check_target", lambda target: None)
-    if "settings check" in layers:
-        monkeypatch.setattr(db_postgres.PostgresSession, "_check_settings", lambda self, row: None)
-    if "extended protocol" in layers:
-        switch_off_extended_protocol(monkeypatch)
-
-
 @pytest.fixture
 def app_url(server: PostgresDatabase, url: str) -> Iterator[str]:
     """The database as an application's own role sees it: no superuser, owns nothing of the
@@ -231,12 +221,12 @@ def settings_chain_breaches(backend, limits, place, url) -> list[str]:
 def test_deny_a_settings_change_cannot_smuggle_a_commit(
     backend, limits, place, app_url, off, monkeypatch
 ):
-    switch_off(off, monkeypatch)
+    switch_off(monkeypatch, *off)
     assert settings_chain_breaches(backend, limits, place, app_url) == []
 
 
 def test_deny_the_settings_chain_says_why_it_stopped(backend, limits, place, app_url, monkeypatch):
-    switch_off(("catalog writes",), monkeypatch)
+    switch_off(monkeypatch, "catalog writes")
     result, outcome = start(backend, limits, place, app_url, SETTINGS_CHAIN)
     assert outcome.pending is None
     assert "changed the session setting standard_conforming_strings" in outcome.message
@@ -247,7 +237,7 @@ def test_deny_the_settings_chain_says_why_it_stopped(backend, limits, place, app
 def test_sabotage_without_all_three_layers_the_chain_commits(
     backend, limits, place, app_url, monkeypatch
 ):
-    switch_off(LAYERS, monkeypatch)
+    switch_off(monkeypatch, *LAYERS)
     assert set(settings_chain_breaches(backend, limits, place, app_url)) == {
         "an UPDATE was committed before anyone chose",
         "Undo left an UPDATE in place",
@@ -322,7 +312,7 @@ def test_deny_a_trigger_that_changes_a_setting_stops_the_run(backend, limits, pl
 def test_sabotage_without_the_settings_check_the_run_goes_on(
     backend, limits, place, url, loosener, monkeypatch
 ):
-    monkeypatch.setattr(db_postgres.PostgresSession, "_check_settings", lambda self, row: None)
+    switch_off(monkeypatch, "settings check")
     assert len(trigger_breaches(backend, limits, place, url, loosener)) == 2
 
 
@@ -375,8 +365,7 @@ def test_deny_setval_and_restart_are_refused(backend, limits, place, sequences):
 def test_sabotage_without_the_refusal_setval_survives_undo(
     backend, limits, place, sequences, monkeypatch
 ):
-    monkeypatch.setattr(sql_policy, "_NOT_UNDOABLE_FUNCTIONS", set())
-    monkeypatch.setattr(sql_policy, "_rewinds", lambda node: False)
+    switch_off(monkeypatch, "sequence rewinds")
     found = rewind_breaches(backend, limits, place, sequences)
     assert "the sequence was rewound behind Undo" in found
     assert len(found) == 6
@@ -410,12 +399,8 @@ def sleep_breaches(backend, place, url, how) -> list[str]:
         PostgresTarget(url=url),
         SLEEP_PAST_THE_END[how],
         while_stuck=active,
-        unstick=UNSTICK,
     )
     return found
-
-
-UNSTICK = db_postgres.PostgresSession.cancel
 
 
 @pytest.mark.parametrize("how", sorted(SLEEP_PAST_THE_END))
@@ -425,5 +410,5 @@ def test_deny_a_statement_ends_with_its_run(backend, place, url, how):
 
 @pytest.mark.sabotage
 def test_sabotage_without_the_cancel_a_statement_outlives_its_run(backend, place, url, monkeypatch):
-    monkeypatch.setattr(db_postgres.PostgresSession, "cancel", lambda self: None)
+    switch_off(monkeypatch, "postgres cancel")
     assert len(sleep_breaches(backend, place, url, "wall time")) == 2

@@ -337,3 +337,48 @@ def test_sabotage_without_the_cap_the_host_buffers_the_forged_reply(
     result = session.exec(FORGED_REPLY)
     assert "no reply before the deadline" in result.stderr
     assert len(sandbox._buf) > 16 * MIB > cap
+
+
+# Every signal there is to the session's PID 1 (bwrap's init, or the Docker supervisor), then
+# what PID 1 catches: nothing, so the kernel dropped them all (issue 41, item 9).
+SIGNAL_PID_1 = """
+import os, signal
+for sig in sorted(signal.valid_signals()):
+    os.kill(1, sig)
+with open("/proc/1/status") as status:
+    caught = next(line.split()[1] for line in status if line.startswith("SigCgt:"))
+print("PID 1 catches", caught)
+"""
+
+
+def check_a_cell_cannot_signal_the_sessions_pid_1(manager: SessionManager) -> None:
+    session = manager.create()
+    session.exec("kept = 'yes'")
+    assert session.exec(SIGNAL_PID_1).stdout == f"PID 1 catches {'0' * 16}\n"
+    assert session.exec("kept").stdout == "'yes'\n"
+
+
+def test_a_cell_cannot_signal_the_sessions_pid_1(manager_factory):
+    check_a_cell_cannot_signal_the_sessions_pid_1(manager_factory())
+
+
+@pytest.mark.sabotage
+@pytest.mark.parametrize(
+    # bwrap's sessions have bwrap's own init as PID 1: nothing of ours to sabotage there.
+    "session_backend",
+    [pytest.param("docker", marks=pytest.mark.docker)],
+    indirect=True,
+)
+def test_sabotage_a_docker_session_supervisor_with_a_sigint_handler_is_caught(
+    manager_factory, monkeypatch
+):
+    from executor.backends.docker import backend as docker_backend
+
+    drop = "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    keep = "    signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    assert drop in docker_backend.DRIVER_SOURCE
+    monkeypatch.setattr(
+        docker_backend, "DRIVER_SOURCE", docker_backend.DRIVER_SOURCE.replace(drop, keep)
+    )
+    with pytest.raises((AssertionError, ExecutorError)):
+        check_a_cell_cannot_signal_the_sessions_pid_1(manager_factory())

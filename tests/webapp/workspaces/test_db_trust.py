@@ -11,11 +11,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from django.test import override_settings
 
-from executor.kinds import db_postgres, sql_policy
+from executor.kinds import db_slots
 from tests.factories import QueryFactory
 from tests.servers import PASSWORD, PostgresDatabase, PostgresServer
 from webapp.runs import runner, services
@@ -25,7 +27,11 @@ from webapp.workspaces import services as ws
 from webapp.workspaces.models import ChangeStatus, PendingChange
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "executor" / "kinds"))
-from db_runs import switch_off_extended_protocol, switch_off_sqlite_guards  # noqa: E402
+from db_runs import (  # noqa: E402
+    switch_off,
+    switch_off_postgres_parser,
+    switch_off_sqlite_guards,
+)
 
 pytestmark = pytest.mark.usefixtures("threads_runner", "workspaces_root")
 
@@ -51,10 +57,10 @@ def balances(url: str) -> list[tuple]:
         return conn.execute("SELECT name, balance FROM accounts ORDER BY name").fetchall()
 
 
-def run_pending(code: str, *, url: str = "") -> tuple[Run, PendingChange]:
+def run_pending(code: str, *, url: str = "", **query: Any) -> tuple[Run, PendingChange]:
     """Run a db query to its end; return the run and its change (pending, if it succeeded)."""
     names = ["DATABASE_URL"] if url else []
-    query = QueryFactory(kind="db", forward_code=code, credential_names=names)
+    query = QueryFactory(kind="db", forward_code=code, credential_names=names, **query)
     run = services.query_run(query=query, credentials={"DATABASE_URL": url} if url else {})
     assert runner.wait(run.pk, 60), f"run {run.pk} did not finish"
     run.refresh_from_db()
@@ -125,9 +131,8 @@ def test_deny_the_code_cannot_commit_its_own_transaction(url):
 @pytest.mark.postgres
 @pytest.mark.sabotage
 def test_sabotage_without_the_parser_the_code_commits_itself(url, monkeypatch):
-    monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: False)
-    # and without the extended protocol, which alone keeps a text to one statement
-    switch_off_extended_protocol(monkeypatch)
+    switch_off_postgres_parser(monkeypatch)
+    switch_off(monkeypatch, "extended protocol")  # alone, it keeps a text to one statement
     assert self_commit_breaches(url) != []
 
 
@@ -219,6 +224,38 @@ def test_a_sqlite_run_kept_only_by_the_persons_keep():
     assert kept.stat().st_mode & 0o7777 == 0o644
 
 
+# Issue 41: every running or pending db run holds a db process; a person's count is capped.
+def cap_breaches() -> list[str]:
+    code = "db.execute('CREATE TABLE t (x)')"
+    first = QueryFactory(kind="db", forward_code=code)
+    with override_settings(UNDOABLE_DB_PROCESSES_PER_USER=1):
+        _, held_change = run_pending(code, owner=first.owner)
+        second = services.query_run(
+            query=QueryFactory(kind="db", forward_code=code, owner=first.owner)
+        )
+        assert runner.wait(second.pk, 60), f"run {second.pk} did not finish"
+        second.refresh_from_db()
+        undone(held_change)
+        third, third_change = run_pending(code, owner=first.owner)
+        undone(third_change)
+    found = []
+    if second.status != RunStatus.FAILED or "per person" not in second.error:
+        found.append(f"a second db run of one person: {second.status} {second.error!r}")
+    if third.status != RunStatus.SUCCEEDED:
+        found.append(f"the slot was not freed by Undo: {third.status} {third.error!r}")
+    return found
+
+
+def test_deny_a_person_past_the_db_process_cap_gets_a_clear_error():
+    assert cap_breaches() == []
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_cap_db_processes_pile_up(monkeypatch):
+    monkeypatch.setattr(db_slots, "acquire", lambda caps, owner: db_slots.Slots([]))
+    assert cap_breaches() != []
+
+
 # Issue 41, finding 1: UPDATE pg_settings turned standard_conforming_strings off, and the server
 # then read one checked statement as three (the simple protocol runs them all): an UPDATE was
 # committed before anyone chose and a refused CREATE FUNCTION persisted after Undo.
@@ -260,9 +297,7 @@ def test_deny_a_settings_change_cannot_smuggle_a_commit(url):
 @pytest.mark.postgres
 @pytest.mark.sabotage
 def test_sabotage_without_its_three_layers_the_settings_chain_commits(url, monkeypatch):
-    monkeypatch.setattr(sql_policy, "_check_target", lambda target: None)
-    monkeypatch.setattr(db_postgres.PostgresSession, "_check_settings", lambda self, row: None)
-    switch_off_extended_protocol(monkeypatch)
+    switch_off(monkeypatch, "catalog writes", "settings check", "extended protocol")
     assert len(settings_chain_breaches(url)) == 3
 
 
@@ -292,8 +327,10 @@ def stopped_sleep_breaches(url: str) -> list[str]:
     assert active_sleeps(url), "the statement never started"
     assert runner.cancel(run.pk)  # the person's Stop
     found = []
-    if not runner.wait(run.pk, 20):  # the session's own limit, the wall time, is 60 s
-        found.append("the run still holds its runner thread 20 s after Stop")
+    # Its own limit, the wall time, is 60 s; without the cancel, the db process is waited for
+    # (10 s) and closed (10 s) before it is killed.
+    if not runner.wait(run.pk, 8):
+        found.append("the run still holds its runner thread 8 s after Stop")
         found += [f"statement {pid} still active" for pid in active_sleeps(url)]
         with psycopg.connect(url, autocommit=True) as conn:
             for pid in active_sleeps(url):
@@ -314,5 +351,5 @@ def test_deny_stop_ends_the_runs_statement(url):
 @pytest.mark.postgres
 @pytest.mark.sabotage
 def test_sabotage_without_the_cancel_a_stopped_runs_statement_holds_a_thread(url, monkeypatch):
-    monkeypatch.setattr(db_postgres.PostgresSession, "cancel", lambda self: None)
+    switch_off(monkeypatch, "postgres cancel")
     assert len(stopped_sleep_breaches(url)) >= 2

@@ -520,7 +520,7 @@ def test_deny_postgres_runs_one_statement_per_message(url, pg, path, monkeypatch
 @pytest.mark.postgres
 @pytest.mark.sabotage
 @pytest.mark.parametrize("path", ["no rows", "executemany"])
-def test_sabotage_postgres_without_the_pipeline_a_text_runs_several(
+def test_sabotage_postgres_without_the_extended_protocol_a_text_runs_several(
     url, pg, path, monkeypatch
 ) -> None:
     monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: False)

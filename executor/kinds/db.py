@@ -166,7 +166,11 @@ class DbJob(Job):
     def finish(self, result: RunResult | None) -> DbOutcome:
         """The sandbox ended: stop serving it; a successful run leaves its transaction open."""
         self.finished = True
-        self._broker.stop()
+        self._broker.stop()  # the statement in flight is cancelled first
+        if self._broker.log.stopped is not None:
+            self._pending.undo()
+            message = f"The run was stopped: {self._broker.log.stopped}."
+            return DbOutcome(None, self._broker.log, message)
         if result is None or not result.ok:
             self._pending.undo()
             message = "The run did not succeed; the transaction was rolled back."

@@ -26,7 +26,7 @@ from typing import Any
 
 from executor.kinds import run_socket
 from executor.kinds.db_engines import DbSession, Reply
-from executor.kinds.errors import StatementFailed, StatementRefused
+from executor.kinds.errors import RunStopped, StatementFailed, StatementRefused
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +34,8 @@ MAX_CLIENTS = 8
 MAX_REQUEST_BYTES = 1 << 20  # one statement with its parameters
 MAX_BATCH = 100_000  # parameter sets of one executemany
 LOG_STATEMENTS = 200  # statements remembered for the change list; the rest are counted
+# After the session's cancel() (itself bounded), how long stop() waits for the serving thread.
+STOP_JOIN_S = 10.0
 _HEADER = struct.Struct(">I")
 
 
@@ -44,6 +46,7 @@ class StatementLog:
     entries: list[dict[str, Any]] = field(default_factory=list)
     total: int = 0
     refused: int = 0
+    stopped: str | None = None  # why the session ended the run's transaction itself (RunStopped)
 
     def note(self, sql: str, outcome: str, *, refused: bool = False) -> None:
         self.total += 1
@@ -83,11 +86,19 @@ class DbBroker:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop serving (the sandbox ended): close every socket. The session stays open."""
+        """Stop serving (the sandbox ended): end the statement in flight, close every socket.
+
+        The session stays open for Keep or Undo. Bounded: no statement starts once stopping,
+        and the session's cancel() ends the one in flight, so none holds this thread (or the
+        caller's) past the run.
+        """
         self._stopping = True
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
-        self._thread.join()
+        self.session.cancel()
+        self._thread.join(STOP_JOIN_S)
+        if self._thread.is_alive():
+            logger.error("the db broker did not stop after its statement was cancelled")
         for sock in [self._server, self._wake_r, self._wake_w, *self._clients]:
             sock.close()
         self._clients.clear()
@@ -174,6 +185,8 @@ class DbBroker:
                 raise ValueError("sql must be a string")
         except (ValueError, KeyError, TypeError, RecursionError):
             return {"ok": False, "error": "malformed request"}
+        if self._stopping:  # the run is over: stop() cancels what runs, nothing starts
+            return {"ok": False, "error": "the run has ended: no more statements"}
         try:
             if op == "execute":
                 reply = self.session.execute(sql, _params(request.get("params")))
@@ -188,6 +201,8 @@ class DbBroker:
             self.log.note(sql, f"refused: {exc}", refused=True)
             return {"ok": False, "error": f"refused by Undoable: {exc}"}
         except StatementFailed as exc:
+            if isinstance(exc, RunStopped):
+                self.log.stopped = self.log.stopped or str(exc)
             self.log.note(sql, f"failed: {exc}")
             return {"ok": False, "error": str(exc)}
         self.log.note(sql, _summary(reply))

@@ -159,7 +159,12 @@ class _Server:
             return {"entries": [], "total": 0, "refused": 0}
         broker.stop()
         log = broker.log
-        return {"entries": log.entries, "total": log.total, "refused": log.refused}
+        return {
+            "entries": log.entries,
+            "total": log.total,
+            "refused": log.refused,
+            "stopped": log.stopped,
+        }
 
     def _open(self, message: dict[str, Any]) -> None:
         if self._session is not None:
@@ -234,7 +239,8 @@ class _Explained:
         try:
             return statement()
         except StatementFailed as exc:
-            raise StatementFailed(self._explain(str(exc))) from None
+            # the same class: a RunStopped stays one, for the broker's statement log
+            raise type(exc)(self._explain(str(exc))) from None
         except MemoryError:
             raise StatementFailed(self._explain("MemoryError")) from None
 

@@ -268,6 +268,7 @@ def _statement_log(raw: object) -> StatementLog:
     if not isinstance(raw, dict):
         raise TransactionError("the database process sent no statement log")
     entries, total, refused = raw.get("entries"), raw.get("total"), raw.get("refused")
+    stopped = raw.get("stopped")
     if not (
         isinstance(entries, list)
         and len(entries) <= LOG_STATEMENTS
@@ -277,12 +278,18 @@ def _statement_log(raw: object) -> StatementLog:
         )
         and type(total) is int
         and type(refused) is int
+        and (stopped is None or type(stopped) is str)
     ):
         raise TransactionError("the database process sent a statement log out of shape")
     kept = [
         {"sql": e["sql"][:MAX_LOG_CHARS], "outcome": e["outcome"][:MAX_LOG_CHARS]} for e in entries
     ]
-    return StatementLog(entries=kept, total=total, refused=refused)
+    return StatementLog(
+        entries=kept,
+        total=total,
+        refused=refused,
+        stopped=None if stopped is None else stopped[:MAX_ERROR_CHARS],
+    )
 
 
 def _reply(raw: dict[str, Any]) -> Reply:

@@ -28,5 +28,10 @@ class StatementFailed(ExecutorError):
     """The database itself rejected a statement (syntax error, constraint, ...): its message."""
 
 
+class RunStopped(StatementFailed):
+    """The session ended the run's transaction itself (a watched setting changed, or the
+    transaction ended outside the host's control): rolled back, no Keep is offered."""
+
+
 class DbProcessesFull(ExecutorError):
     """As many db runs as the host or the person may hold at once are running or pending."""

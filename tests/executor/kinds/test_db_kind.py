@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from db_runs import run_db, switch_off_sqlite_guards
+from db_runs import run_db, run_past_its_end, switch_off, switch_off_sqlite_guards
 
 from executor.kinds.db import SqliteTarget
 from executor.kinds.errors import NothingPending
@@ -167,3 +167,29 @@ def test_sabotage_without_the_authorizer_the_code_reads_host_files(
 ):
     switch_off_sqlite_guards(monkeypatch)
     assert host_file_breaches(backend, limits, place, target, bait) != []
+
+
+# Issue 41, finding 2 on SQLite: a statement the run started must end with the run (a Stop, a
+# crash or its wall time), not when the session's own deadline comes.
+ENDLESS = (
+    "db.execute('WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+    "SELECT count(*) FROM c')\n"
+)
+
+
+def endless_breaches(backend, place, target) -> list[str]:
+    _, found = run_past_its_end(backend, place, target, ENDLESS)
+    return found
+
+
+def test_deny_a_long_sqlite_statement_ends_with_its_run(backend, place, workspace, target):
+    assert endless_breaches(backend, place, target) == []
+    assert rows(workspace, "SELECT count(*) FROM accounts") == [(2,)]
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_interrupt_a_sqlite_statement_outlives_its_run(
+    backend, place, target, monkeypatch
+):
+    switch_off(monkeypatch, "sqlite cancel")
+    assert endless_breaches(backend, place, target) != []

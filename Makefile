@@ -135,6 +135,7 @@ bench: $(VENV)/.installed-dev sandbox | test-prereqs
 	$(PY) tests/bench/bench_executor.py --program imports --only bwrap-warm --runs 100
 	$(PY) tests/bench/bench_api.py
 	$(PY) tests/bench/bench_flood.py
+	$(PY) tests/bench/bench_web_fairness.py
 	$(PY) tests/bench/bench_stream.py
 	$(PY) tests/bench/bench_db.py
 	$(PY) tests/bench/bench_sessions.py

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from executor.kinds.db import Target as DbTarget
     from executor.kinds.db import prepared as db_prepared
     from executor.kinds.db_broker import StatementLog
+    from executor.kinds.db_slots import DbCaps
     from executor.kinds.egress import prepared as egress_prepared
     from executor.kinds.egress import with_forward_output
     from executor.kinds.errors import NothingPending, WorkspaceBusy
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 _LAZY: dict[str, tuple[str, str]] = {
     "DIR_FLAGS": ("executor.kinds.fs_walk", "DIR_FLAGS"),
     "DbTarget": ("executor.kinds.db", "Target"),
+    "DbCaps": ("executor.kinds.db_slots", "DbCaps"),
     "FileMissing": ("executor.sessions.files", "FileMissing"),
     "FsWorkspace": ("executor.kinds.fs", "FsWorkspace"),
     "Image": ("executor.images", "Image"),
@@ -97,6 +99,7 @@ __all__ = [
     "Backend",
     "BackendUnavailable",
     "CancelToken",
+    "DbCaps",
     "DbTarget",
     "ExecutorError",
     "FileMissing",
@@ -125,6 +128,7 @@ __all__ = [
     "StatementLog",
     "WorkspaceBusy",
     "caps",
+    "close",
     "configure",
     "create_backend",
     "db_prepared",
@@ -174,7 +178,11 @@ def create_backend(name: str, **options: Any) -> Backend:
         backend = DockerBackend(**options)
     else:
         raise BackendUnavailable(f"unknown executor backend {name!r}; use 'bwrap' or 'docker'")
-    backend.self_check()
+    try:
+        backend.self_check()
+    except BaseException:
+        backend.close()  # what it made before failing (its cgroups, a container) goes too
+        raise
     return backend
 
 
@@ -189,6 +197,17 @@ def configure(*, backend: str, caps: Limits | None = None, **options: Any) -> Ba
     if old is not None:
         old.close()
     return new
+
+
+def close() -> None:
+    """Close the process-wide backend, if any (`configure()` selects another): what it holds
+    (sandboxes, containers, cgroups) goes. For an orderly exit; what a killed process leaves, the
+    next backend's start removes."""
+    global _backend
+    with _lock:
+        old, _backend = _backend, None
+    if old is not None:
+        old.close()
 
 
 def get_backend() -> Backend:

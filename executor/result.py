@@ -20,6 +20,14 @@ LIMIT_NAMES: tuple[LimitName, ...] = (
 )
 
 
+# The last stderr line of a run whose supervisor ended without the program's wait status (it
+# crashed, or something killed it): a failed run, exit_code and signal None.
+SUPERVISOR_LOST = (
+    "sandbox: the run's supervisor ended without reporting how the program ended; "
+    "the run failed and its output may be incomplete"
+)
+
+
 @dataclass(frozen=True)
 class OutputChunk:
     seq: int  # 0, 1, 2, ... across both streams, in the order we read them

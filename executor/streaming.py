@@ -58,6 +58,13 @@ class OutputPump:
             self._emit(stream, self._decoders[stream].decode(b"", final=True))  # type: ignore[arg-type]
         self._closed = True
 
+    def host_line(self, line: str) -> None:
+        """A line of the host's own at the end of stderr (why the run failed), after the
+        program's output: also once closed and past the cap, which bound the program's."""
+        stderr = self._parts["stderr"]
+        lead = "\n" if stderr and not stderr[-1].endswith("\n") else ""
+        self._emit("stderr", f"{lead}{line}\n")
+
     def _emit(self, stream: Stream, text: str) -> None:
         if not text:
             return

@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 
 import pytest
 
+import executor
 from tests import prerequisites, servers
 from tests.local_servers import asgi_serving
 from tests.prerequisites import MISSING, DockerImage, OptionalPiece, chromium_problem, required
@@ -118,6 +119,7 @@ def postgres_server(server_root: servers.ServerRoot) -> servers.PostgresServer:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """After the fixtures' teardown: no process of the session's servers may be left, and no
     quota tmpfs a test mounted under the session's temporary folder."""
+    executor.close()  # the web app's backend, if a test configured it: its cgroups go too
     left = [line for root in _ROOTS for line in servers.survivors(root.path, root.pids)]
     if left:
         _say(session.config, "server processes outlived the session: " + "; ".join(left))

@@ -26,11 +26,13 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import get_resolver  # noqa: E402
 
 from webapp.agents.asgi import api_application, route_http  # noqa: E402
+from webapp.request_bodies import BodyGuard  # noqa: E402
 from webapp.routing import SameOriginValidator, websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": route_http(site=django_asgi_app, api=api_application()),
+        # Every request's body judged from its head before Django would spool it.
+        "http": BodyGuard(route_http(site=django_asgi_app, api=api_application())),
         # Scheme, host and port of the Origin must be the site's own (see webapp/routing.py).
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }

@@ -147,6 +147,12 @@ def reset_executor() -> None:
         _failure = None
 
 
+def executor_close() -> None:
+    """The server is stopping: its backend's sandboxes, containers and cgroups go now, not at
+    the next start's sweep."""
+    executor.close()
+
+
 def session_root() -> str:
     """This process's sessions folder: one per process, named by its pid."""
     return str(settings.UNDOABLE_VAR_DIR / "sessions" / str(os.getpid()))

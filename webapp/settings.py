@@ -187,6 +187,12 @@ REDIS_URL = env_secret("REDIS_URL")
 # dotted path.
 UNDOABLE_RUNNER = env_str("UNDOABLE_RUNNER", "celery" if REDIS_URL else "threads")
 UNDOABLE_RUNNER_THREADS = env_int("UNDOABLE_RUNNER_THREADS", 4, minimum=1)
+# Runs cannot be preempted: while every thread is taken, an owner with nothing running gets one
+# more thread for its waiting run, at most this many at once (webapp.runs.runner).
+UNDOABLE_RUNNER_LEND = env_int("UNDOABLE_RUNNER_LEND", UNDOABLE_RUNNER_THREADS, minimum=0)
+# On SIGTERM, requests and runs in flight get this long to finish (under the 10 s Docker waits
+# before its SIGKILL); what is left then ends with a reason (webapp.draining).
+UNDOABLE_SHUTDOWN_GRACE_S = env_float("UNDOABLE_SHUTDOWN_GRACE_S", 8.0, minimum=0)
 
 CHANNEL_LAYERS = {
     "default": {
@@ -216,6 +222,10 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = False
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A queued run's priority is how many runs its owner has ahead of it (run_backends.run_priority):
+# one Redis list per level, emptied first to last, so runs start round-robin by owner. With
+# prefetch 1 and late acks a busy worker reserves nothing, and the order holds.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"priority_steps": list(range(10))}
 CELERY_TASK_TIME_LIMIT = env_int("UNDOABLE_TASK_TIME_LIMIT_S", 900, minimum=10)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -255,22 +265,29 @@ EXECUTOR_EGRESS_ALLOW_PRIVATE = env_bool("EXECUTOR_EGRESS_ALLOW_PRIVATE", False)
 UNDOABLE_WORKSPACES_ROOT = Path(
     env_str("UNDOABLE_WORKSPACES_ROOT", str(UNDOABLE_VAR_DIR / "workspaces"))
 ).resolve()
-# A db run's transaction is rolled back by itself if nobody chooses Keep or Undo in time.
+# A db run's transaction is discarded (rolled back) by itself if nobody chooses Keep or Discard
+# in time.
 UNDOABLE_DB_PENDING_TIMEOUT_S = env_float("UNDOABLE_DB_PENDING_TIMEOUT_S", 600.0, minimum=1)
 # A pending fs change nobody keeps or discards is discarded by the reaper after this long.
 UNDOABLE_FS_PENDING_TIMEOUT_S = env_float("UNDOABLE_FS_PENDING_TIMEOUT_S", 86400.0, minimum=1)
 # A rest action's effect happened when it ran: past this long without Keep or Undo it is
 # `expired` (the effect stands; its reverse program can still take it back).
 UNDOABLE_REST_PENDING_TIMEOUT_S = env_float("UNDOABLE_REST_PENDING_TIMEOUT_S", 3600.0, minimum=1)
+# Each db run holds a db process of its own until Keep, Discard or that timeout: its memory for
+# statements, and how many such processes a person and the whole host may hold at once.
+UNDOABLE_DB_MEMORY_MIB = env_int("UNDOABLE_DB_MEMORY_MIB", 512, minimum=32)
+UNDOABLE_DB_PROCESSES_PER_USER = env_int("UNDOABLE_DB_PROCESSES_PER_USER", 4, minimum=1)
+UNDOABLE_DB_PROCESSES_PER_HOST = env_int("UNDOABLE_DB_PROCESSES_PER_HOST", 32, minimum=1)
 # Single-user installs may point a query's workspace at one of these server folders.
 UNDOABLE_WORKSPACE_SERVER_FOLDERS = env_list("UNDOABLE_WORKSPACE_SERVER_FOLDERS")
 
 # --- Agent API (stateless exec, sessions) ----------------------------------------------------
 # Requests per minute per token and how many may burst at once (at most BURST in any
-# BURST * 60 / PER_MINUTE seconds, webapp/agents/ratelimit.py): enough for one token to use all
-# an embedded machine can run (README, "Performance").
-AGENTS_RATE_PER_MINUTE = env_int("AGENTS_RATE_PER_MINUTE", 15000, minimum=1)
-AGENTS_RATE_BURST = env_int("AGENTS_RATE_BURST", 1500, minimum=1)
+# BURST * 60 / PER_MINUTE seconds, webapp/agents/ratelimit.py). 0: above what this machine's
+# cores can run, so one token may use all of it (webapp/agents/capacity.py); the burst 0: 6 s of
+# the rate.
+AGENTS_RATE_PER_MINUTE = env_int("AGENTS_RATE_PER_MINUTE", 0, minimum=0)
+AGENTS_RATE_BURST = env_int("AGENTS_RATE_BURST", 0, minimum=0)
 # Runs in flight at once per token (stateless exec and session cells together). Past it a request
 # waits up to AGENTS_SLOT_WAIT_S for a slot, if fewer than AGENTS_MAX_WAITING_PER_TOKEN wait;
 # waiters hold a thread each of the 256 the web process keeps for runs (webapp/agents/exec_api.py).

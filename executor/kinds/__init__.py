@@ -1,4 +1,4 @@
-"""Undoable execution kinds: runs whose effects wait for Keep or Undo.
+"""Undoable execution kinds: runs whose effects wait for Keep or Discard.
 
 - fs: the run works on a private copy of a workspace folder (executor.kinds.fs).
 - db: the run's database work stays in an open transaction (executor.kinds.db).

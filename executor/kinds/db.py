@@ -5,7 +5,9 @@
         outcome = job.finish(result)
     outcome.pending.keep()   # or .undo(); nothing the program did can make this choice
 
-The connection lives on the host (executor/kinds/db_broker.py); the sandbox gets a control
+The connection, and the broker that serves the sandbox's statements on it
+(executor/kinds/db_broker.py), live on the host in a db process of the run's own
+(executor/kinds/db_process.py), under its own limits; the sandbox gets a control
 folder at /run/undoable with the broker's socket, the `db` client and the person's code. The
 credential (a PostgreSQL URL) never enters the sandbox: it is left out of the environment.
 
@@ -24,16 +26,16 @@ import contextlib
 import dataclasses
 import logging
 import shutil
-import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from executor.kinds import db_engines
-from executor.kinds.db_broker import DbBroker, StatementLog
+from executor.kinds import db_engines, db_process, db_slots, run_socket
+from executor.kinds.db_broker import StatementLog
 from executor.kinds.db_files import copy_database_out, install_database
+from executor.kinds.db_process import ServedBroker
+from executor.kinds.db_slots import DbCaps
 from executor.kinds.errors import NothingPending, StatementFailed, TransactionError
 from executor.kinds.fs import FsWorkspace, Reservation
 from executor.kinds.job import Job
@@ -153,21 +155,22 @@ class DbJob(Job):
         spec: RunSpec,
         limits: Limits,
         mounts: tuple[Mount, ...],
-        broker: DbBroker,
+        broker: ServedBroker,
         pending: PendingDb,
-        deadline: _Deadline,
     ) -> None:
         super().__init__(spec, limits, mounts)
         self._broker = broker
-        self._deadline = deadline
         self._pending = pending
         self.finished = False
 
     def finish(self, result: RunResult | None) -> DbOutcome:
         """The sandbox ended: stop serving it; a successful run leaves its transaction open."""
         self.finished = True
-        self._broker.stop()
-        self._deadline.lift()
+        self._broker.stop()  # the statement in flight is cancelled first
+        if self._broker.log.stopped is not None:
+            self._pending.undo()
+            message = f"The run was stopped: {self._broker.log.stopped}."
+            return DbOutcome(None, self._broker.log, message)
         if result is None or not result.ok:
             self._pending.undo()
             message = "The run did not succeed; the transaction was rolled back."
@@ -187,38 +190,57 @@ def prepared(
     owner_uid: int | None = None,
     max_db_bytes: int = DEFAULT_MAX_DB_BYTES,
     hide_env: tuple[str, ...] = (),
+    memory_mib: int = db_process.DEFAULT_MEMORY_MIB,
+    caps: DbCaps | None = None,
+    owner: str = "",
 ) -> Iterator[DbJob]:
     """Open the host's transaction and the broker; yield the sandbox's job.
 
     `hide_env` names environment variables the program must not get (the database
-    credential). Leaving the block without `job.finish()` rolls back and frees everything.
+    credential). `owner_uid` is the sandbox's host uid (sandbox_host_uid(backend); None: this
+    process's): only it can reach the control folder and the broker, and it owns the SQLite
+    file Keep installs. The session runs in a db process of its own
+    (executor/kinds/db_process.py) with `memory_mib` for its statements; `caps` (default: a slot
+    folder in `control_base`) bounds how many such processes the host and `owner` hold at once.
+    Leaving the block without `job.finish()` rolls back and frees everything.
     """
-    folder = Path(tempfile.mkdtemp(prefix="db-", dir=control_base))
+    folder = run_socket.control_folder(control_base, prefix="db-", uid=owner_uid)
     reservation: Reservation | None = None
-    session: db_engines.DbSession | None = None
-    broker: DbBroker | None = None
+    session: db_process.DbProcess | None = None
+    broker: ServedBroker | None = None
     job: DbJob | None = None
-    deadline = _Deadline(limits.wall_time_s)
+    common = {"wall_time_s": limits.wall_time_s, "memory_bytes": memory_mib << 20}
+    # First, before any copying: a full cap refuses the run at once (DbProcessesFull).
+    slots = db_slots.acquire(caps or DbCaps(control_base / "db-slots"), owner)
+    slots_handed = False
     try:
-        folder.chmod(0o755)  # readable by the sandbox's unprivileged host uid
         copy: Path | None = None
         if isinstance(target, SqliteTarget):
-            # Room for the copy and its rollback journal, which can grow as large.
-            reservation = target.workspace.reserve(run_id, quota_bytes=2 * max_db_bytes + (1 << 20))
+            # Room for the copy and its rollback journal, which can grow as large; SQLite's
+            # temporary files (sorts that spill) go in the same folder and share it.
+            quota_bytes = 2 * max_db_bytes + (1 << 20)
+            reservation = target.workspace.reserve(run_id, quota_bytes=quota_bytes)
             copy = reservation.folder / "database.sqlite3"
             copy_database_out(target.workspace.root, target.path, copy)
-            session = db_engines.open_sqlite(copy, max_bytes=max_db_bytes, deadline=deadline)
+            engine = "sqlite"
+            opening = {
+                "path": str(copy),
+                "max_bytes": max_db_bytes,
+                "quota_bytes": quota_bytes,
+                "temp_dir": str(reservation.folder),
+            }
         else:
-            session = db_engines.open_postgres(
-                target.url, allow_private=allow_private, statement_timeout_s=limits.wall_time_s
-            )
-        broker = DbBroker(folder / "db.sock", session)
+            engine = "postgres"
+            opening = {"url": target.url, "allow_private": allow_private}
+        slots_handed = True  # the db process frees them from now on, also when it fails
+        session = db_process.start(engine, common | opening, slots=slots)
+        broker = session.serve(folder / "db.sock", uid=owner_uid)
         (folder / "undoable_db.py").write_text(_CLIENT.read_text())
         (folder / "user.py").write_text(spec.code)
         env = {k: v for k, v in spec.env.items() if k not in hide_env}
         runner = dataclasses.replace(spec, code=_RUNNER, language="python", env=env)
         pending = PendingDb(session, target, reservation, copy, owner_uid)
-        job = DbJob(runner, limits, (Mount(folder, CONTROL_DIR),), broker, pending, deadline)
+        job = DbJob(runner, limits, (Mount(folder, CONTROL_DIR),), broker, pending)
         yield job
     finally:
         if job is None or not job.finished:
@@ -229,21 +251,9 @@ def prepared(
                     session.close()
             if reservation is not None:
                 reservation.release()
+        if not slots_handed:
+            slots.release()
         shutil.rmtree(folder, ignore_errors=True)
-
-
-class _Deadline:
-    """When statements of the run must stop (monotonic); lifted once the run is over, so the
-    host's own COMMIT is never interrupted."""
-
-    def __init__(self, wall_time_s: float) -> None:
-        self.end = time.monotonic() + wall_time_s
-
-    def __call__(self) -> float:
-        return self.end
-
-    def lift(self) -> None:
-        self.end = float("inf")
 
 
 __all__ = [

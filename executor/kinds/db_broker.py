@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import selectors
 import socket
 import struct
@@ -25,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from executor.kinds import run_socket
 from executor.kinds.db_engines import DbSession, Reply
-from executor.kinds.errors import StatementFailed, StatementRefused
+from executor.kinds.errors import RunStopped, StatementFailed, StatementRefused
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +34,8 @@ MAX_CLIENTS = 8
 MAX_REQUEST_BYTES = 1 << 20  # one statement with its parameters
 MAX_BATCH = 100_000  # parameter sets of one executemany
 LOG_STATEMENTS = 200  # statements remembered for the change list; the rest are counted
+# After the session's cancel() (itself bounded), how long stop() waits for the serving thread.
+STOP_JOIN_S = 10.0
 _HEADER = struct.Struct(">I")
 
 
@@ -44,6 +46,7 @@ class StatementLog:
     entries: list[dict[str, Any]] = field(default_factory=list)
     total: int = 0
     refused: int = 0
+    stopped: str | None = None  # why the session ended the run's transaction itself (RunStopped)
 
     def note(self, sql: str, outcome: str, *, refused: bool = False) -> None:
         self.total += 1
@@ -61,18 +64,19 @@ class _Client:
 
 
 class DbBroker:
-    """Serves `session` on the unix socket at `path` until stop()."""
+    """Serves `session` on the unix socket at `path` until stop().
 
-    def __init__(self, path: Path, session: DbSession) -> None:
+    `path` is in the run's control folder (run_socket.control_folder); `uid` is the sandbox's
+    host uid. Only the run's sandbox can connect (run_socket.py); anyone else is hung up on.
+    """
+
+    def __init__(self, path: Path, session: DbSession, *, uid: int | None) -> None:
         self.path = Path(path)
         self.session = session
         self.log = StatementLog()
+        self._uid = uid
         self._selector = selectors.DefaultSelector()
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(str(self.path))
-        os.chmod(self.path, 0o666)  # noqa: S103 - the sandbox's unprivileged uid must connect
-        self._server.listen(MAX_CLIENTS)
-        self._server.setblocking(False)
+        self._server = run_socket.listen(self.path, uid=uid, backlog=MAX_CLIENTS)
         self._selector.register(self._server, selectors.EVENT_READ)
         self._wake_r, self._wake_w = socket.socketpair()
         self._selector.register(self._wake_r, selectors.EVENT_READ)
@@ -82,11 +86,19 @@ class DbBroker:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop serving (the sandbox ended): close every socket. The session stays open."""
+        """Stop serving (the sandbox ended): end the statement in flight, close every socket.
+
+        The session stays open for Keep or Undo. Bounded: no statement starts once stopping,
+        and the session's cancel() ends the one in flight, so none holds this thread (or the
+        caller's) past the run.
+        """
         self._stopping = True
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
-        self._thread.join()
+        self.session.cancel()
+        self._thread.join(STOP_JOIN_S)
+        if self._thread.is_alive():
+            logger.error("the db broker did not stop after its statement was cancelled")
         for sock in [self._server, self._wake_r, self._wake_w, *self._clients]:
             sock.close()
         self._clients.clear()
@@ -111,6 +123,11 @@ class DbBroker:
         try:
             sock, _ = self._server.accept()
         except OSError:
+            return
+        refusal = run_socket.peer_refusal(sock, uid=self._uid, folder=self.path.parent)
+        if refusal is not None:
+            logger.warning("db broker refused a connection", extra={"why": refusal})
+            sock.close()
             return
         if len(self._clients) >= MAX_CLIENTS:
             sock.close()
@@ -168,6 +185,8 @@ class DbBroker:
                 raise ValueError("sql must be a string")
         except (ValueError, KeyError, TypeError, RecursionError):
             return {"ok": False, "error": "malformed request"}
+        if self._stopping:  # the run is over: stop() cancels what runs, nothing starts
+            return {"ok": False, "error": "the run has ended: no more statements"}
         try:
             if op == "execute":
                 reply = self.session.execute(sql, _params(request.get("params")))
@@ -182,6 +201,8 @@ class DbBroker:
             self.log.note(sql, f"refused: {exc}", refused=True)
             return {"ok": False, "error": f"refused by Undoable: {exc}"}
         except StatementFailed as exc:
+            if isinstance(exc, RunStopped):
+                self.log.stopped = self.log.stopped or str(exc)
             self.log.note(sql, f"failed: {exc}")
             return {"ok": False, "error": str(exc)}
         self.log.note(sql, _summary(reply))

@@ -102,7 +102,7 @@ class Db:
     def executemany(self, sql, seq_of_params):
         reply = self._call({"op": "executemany", "sql": sql, "seq": list(seq_of_params)})
         if self._echo():
-            print(f"[db] {_first(sql)} -> {reply['rowcount']} row(s) affected")
+            print(f"[db] {_first(sql)} -> {_affected(reply['rowcount'])}")
         return reply["rowcount"]
 
     def query(self, sql, params=None):
@@ -112,7 +112,7 @@ class Db:
         print("[db] commit() deferred: choose Keep to commit", file=sys.stderr)
 
     def rollback(self):
-        print("[db] rollback() deferred: choose Undo to roll back", file=sys.stderr)
+        print("[db] rollback() deferred: choose Discard to roll back", file=sys.stderr)
 
     def close(self):
         pass
@@ -122,9 +122,14 @@ def _first(sql):
     return " ".join(str(sql).split())[:80]
 
 
+def _affected(rowcount):
+    # The drivers give -1 for a statement that has no row count (CREATE TABLE and other DDL).
+    return "done" if rowcount < 0 else f"{rowcount} row(s) affected"
+
+
 def _show(sql, result):
     if result.columns is None:
-        print(f"[db] {_first(sql)} -> {result.rowcount} row(s) affected")
+        print(f"[db] {_first(sql)} -> {_affected(result.rowcount)}")
         return
     more = " (more rows not fetched)" if result.truncated else ""
     print(f"[db] {_first(sql)} -> {len(result)} row(s){more}")

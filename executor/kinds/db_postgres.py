@@ -2,15 +2,29 @@
 
 The credential stays here; the connection goes to the address the egress policy checked.
 Keep is `commit()`, Undo is `rollback()`: the host's calls, never the program's.
+
+The server must run exactly the statement pglast checked. So every statement of the program
+travels by the extended query protocol (one statement per Parse message: the server refuses a
+second one whatever its reading of the text), and the settings that decide how the server reads
+text, which objects names reach and how long statements and the held transaction may last are
+read back after every statement: any role may change its own settings (`set_config`, the rule of
+the `pg_settings` view, or an existing function or trigger that calls either), so a change
+rolls the whole transaction back and stops the run. Only the host's own fixed texts (savepoints,
+the settings read) use the simple protocol.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import secrets
+import socket
+import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import groupby
+from typing import NoReturn
 
 import psycopg
 from psycopg import pq
@@ -31,12 +45,56 @@ from executor.kinds.db_values import (
     driver_params,
     guarded,
 )
-from executor.kinds.errors import StatementFailed, StatementRefused, TransactionError
+from executor.kinds.errors import RunStopped, StatementFailed, StatementRefused, TransactionError
 from executor.kinds.sql_policy import check_postgres
+
+logger = logging.getLogger(__name__)
 
 # Only these URL parts are honoured: the rest (service files, client certificates, options)
 # would make the host's libpq read host files or change how statements are lexed.
 _URL_KEYS = {"host", "port", "dbname", "user", "password", "sslmode", "connect_timeout"}
+
+# Read back after every statement; a change stops the run. How the server reads a statement's
+# text (quoting, backslashes, the bytes' encoding), where unqualified names lead, and the time
+# limits of statements, lock waits and the held transaction. escape_string_warning is not here:
+# it only adds a warning and changes no reading.
+_WATCHED = (
+    "standard_conforming_strings",
+    "backslash_quote",
+    "client_encoding",
+    "search_path",
+    "statement_timeout",
+    "lock_timeout",
+    "idle_in_transaction_session_timeout",
+    "transaction_timeout",  # PostgreSQL 17+; NULL before
+    "client_connection_check_interval",  # PostgreSQL 14+
+)
+# What the host sets at connect time and checks before the first statement (None: absent).
+_PINNED: dict[str, tuple[str | None, ...]] = {
+    "standard_conforming_strings": ("on",),
+    "backslash_quote": ("safe_encoding",),
+    "client_encoding": ("UTF8",),
+    "idle_in_transaction_session_timeout": ("0",),
+    "transaction_timeout": ("0", None),
+    "client_connection_check_interval": ("1s", None),
+}
+# Schema-qualified: a search_path the program changed cannot put another current_setting first.
+_READ_SETTINGS = "SELECT " + ", ".join(
+    f"pg_catalog.current_setting('{name}', true)" for name in _WATCHED
+)
+# Settings of newer servers (unknown names fail a connection, so not in its options): the held
+# transaction must not end by the server's clock while it waits for Keep or Undo, and a
+# statement whose connection the host cut (cancel()) stops within a second.
+_NEWER_SETTINGS = (
+    "SELECT pg_catalog.set_config(s.name, s.value, false) FROM (VALUES "
+    "('transaction_timeout', '0'), ('client_connection_check_interval', '1s')) AS s(name, value) "
+    "WHERE pg_catalog.current_setting(s.name, true) IS NOT NULL"
+)
+# cancel(): how long a cancel request may take, how often it is tried, and how long the
+# statement may take to stop after each before the connection is cut.
+_CANCEL_TIMEOUT_S = 2.0
+_CANCEL_TRIES = 3
+_CANCEL_WAIT_S = 1.0
 
 
 def open_postgres(
@@ -86,8 +144,8 @@ def open_postgres(
                 client_encoding="UTF8",
                 application_name="undoable",
                 options=(
-                    f"-c standard_conforming_strings=on -c statement_timeout={timeout_ms} "
-                    "-c idle_in_transaction_session_timeout=0"
+                    f"-c standard_conforming_strings=on -c backslash_quote=safe_encoding "
+                    f"-c statement_timeout={timeout_ms} -c idle_in_transaction_session_timeout=0"
                 ),
                 autocommit=False,
             )
@@ -109,25 +167,33 @@ class PostgresSession:
         self._savepoint = f"undoable_{secrets.token_hex(8)}"
         self._broken: str | None = None
         self._verdicts = _Verdicts()
+        # cancel() may come from any thread: `_idle` is clear while one of the program's
+        # statements is on the connection, `_cancelled` says a cancel was sent for it.
+        self._idle = threading.Event()
+        self._idle.set()
+        self._cancelled = False
         # json/jsonb arrive as their text: no parse of deeply nested documents on the host.
         for name in ("json", "jsonb"):
             conn.adapters.register_loader(name, TextLoader)
+        # A savepoint is open between statements. This host-written text reads the watched
+        # settings, ends the savepoint and opens the next in one round trip (simple protocol,
+        # never prepared: three commands, the first one's row is the cursor's).
+        self._settle = (
+            f"{_READ_SETTINGS}; RELEASE SAVEPOINT {self._savepoint}; SAVEPOINT {self._savepoint}"
+        )
         try:
-            scs = conn.execute("SHOW standard_conforming_strings").fetchone()
-        except psycopg.Error as exc:
-            conn.close()
-            raise TransactionError(_scrub(f"cannot begin: {exc}", secret)) from None
-        if not scs or scs[0] != "on":
-            conn.close()
-            raise TransactionError("the server does not keep standard_conforming_strings on")
-        # A savepoint is open between statements. This host-written text ends one and opens the
-        # next in a single round trip (simple protocol, never prepared: two commands).
-        self._next_savepoint = f"RELEASE SAVEPOINT {self._savepoint}; SAVEPOINT {self._savepoint}"
-        try:
+            conn.execute(_NEWER_SETTINGS)
             conn.execute(f"SAVEPOINT {self._savepoint}")
+            self._settings = _named(conn.execute(_READ_SETTINGS).fetchone())
         except psycopg.Error as exc:
             conn.close()
             raise TransactionError(_scrub(f"cannot begin: {exc}", secret)) from None
+        for name, allowed in _PINNED.items():
+            if self._settings.get(name) not in allowed:
+                conn.close()
+                raise TransactionError(
+                    f"the server does not keep {name} = {allowed[0]} for this session"
+                )
 
     def execute(self, sql: str, params: Params = None) -> Reply:
         return guarded(lambda: self._execute(sql, params))
@@ -141,6 +207,44 @@ class PostgresSession:
     def executemany(self, sql: str, seq: list[list | dict]) -> Reply:
         return guarded(lambda: self._executemany(sql, seq))
 
+    @contextlib.contextmanager
+    def _on_connection(self) -> Iterator[None]:
+        """While the program's statement (and the host's text after it) is on the connection."""
+        self._cancelled = False
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._idle.set()
+
+    def cancel(self) -> None:
+        """End the statement in flight, if any; it fails and the transaction stays usable.
+
+        Callable from any thread, and bounded: a PostgreSQL cancel request (tried again if the
+        statement had not reached the server yet); if the statement still runs after that, the
+        connection is cut under it, and the server rolls the transaction back.
+        """
+        for _ in range(_CANCEL_TRIES):
+            if self._idle.is_set():
+                return
+            self._cancelled = True
+            with contextlib.suppress(psycopg.Error):
+                self._conn.cancel_safe(timeout=_CANCEL_TIMEOUT_S)
+            if self._idle.wait(_CANCEL_WAIT_S):
+                return
+        logger.warning("a db statement ignored its cancel request; cutting its connection")
+        self._sever()
+        self._idle.wait(_CANCEL_WAIT_S)
+
+    def _sever(self) -> None:
+        """Shut the connection's socket down (not close it: the waiting thread still holds
+        the descriptor), so the thread waiting on it fails at once."""
+        with (
+            contextlib.suppress(OSError, psycopg.Error),
+            socket.socket(fileno=os.dup(self._conn.fileno())) as sock,
+        ):
+            sock.shutdown(socket.SHUT_RDWR)
+
     def _executemany(self, sql: str, seq: list[list | dict]) -> Reply:
         self._usable()
         if not isinstance(seq, list | tuple):
@@ -151,9 +255,11 @@ class PostgresSession:
 
         def run(cur: psycopg.RawCursor) -> Reply:
             total = 0
-            # One text (the usual case) is one batch: psycopg pipelines its executions.
+            # One text (the usual case) is one batch. Pipeline mode: the extended protocol
+            # for every execution (psycopg raises if the library cannot pipeline).
             for text, group in groupby(bound, key=lambda item: item[0]):
-                cur.executemany(text, [values or [] for _, values in group])
+                with self._conn.pipeline():
+                    cur.executemany(text, [values or [] for _, values in group])
                 total += max(cur.rowcount, 0)
             return Reply(None, [], total, False)
 
@@ -192,11 +298,15 @@ class PostgresSession:
         self, cur: psycopg.RawCursor, text: str, values: list[object] | None, returns_rows: bool
     ) -> Reply:
         if not returns_rows:
-            cur.execute(text, values)
+            # Binary results can only be asked for by the extended protocol (libpq's
+            # PQsendQuery has no result format), so psycopg sends it by PQsendQueryParams even
+            # without parameters, where it would otherwise use the simple protocol, which runs
+            # every statement the server reads in the text. There are no rows to decode.
+            cur.execute(text, values, binary=True)
             return Reply(None, [], cur.rowcount, False)
         rows = Rows(self._max_rows, self._max_reply_bytes)
-        # Row by row, so a huge result is never held on the host; the rest is drained so the
-        # statement's effect (INSERT ... RETURNING) stays whole.
+        # Row by row (stream(): the extended protocol), so a huge result is never held on the
+        # host; the rest is drained so the statement's effect (INSERT ... RETURNING) stays whole.
         for row in cur.stream(text, values):
             rows.add(row)
         columns = [d.name for d in cur.description] if cur.description else []
@@ -205,37 +315,57 @@ class PostgresSession:
     def _in_savepoint(self, run: Callable[[psycopg.RawCursor], Reply]) -> Reply:
         """Run one statement inside the savepoint that is open between statements.
 
-        On success one host-written text releases it and opens the next one, so a statement
-        costs two round trips; on failure ROLLBACK TO undoes the statement alone and keeps the
-        savepoint for the next one.
+        On success one host-written text checks the watched settings, releases the savepoint
+        and opens the next one, so a statement costs two round trips; on failure ROLLBACK TO
+        undoes the statement alone and keeps the savepoint for the next one.
         """
         try:
-            with psycopg.RawCursor(self._conn) as cur:
+            with self._on_connection(), psycopg.RawCursor(self._conn) as cur:
                 try:
                     reply = run(cur)
                 except Exception as exc:  # the database's answer, or a value psycopg rejects
                     message = _scrub(_pg_message(exc), self._secret)
-                    self._undo_statement(cur)
+                    self._undo_statement(cur, message)
                     raise StatementFailed(message) from None
-                cur.execute(self._next_savepoint, prepare=False)
-        except psycopg.Error as exc:
-            self._broken = _scrub(f"the database connection failed: {exc}", self._secret)
-            raise StatementFailed(self._broken) from None
-        self._still_open()
+                self._still_open()
+                cur.execute(self._settle, prepare=False)
+                self._check_settings(cur.fetchone())
+        except psycopg.Error as exc:  # the host's own text failed: the transaction is unusable
+            if self._cancelled:  # the cancel came as the statement ended
+                self._stop("a cancel came as the statement ended")
+            self._stop(_scrub(f"the database connection failed: {exc}", self._secret))
         return reply
 
-    def _undo_statement(self, cur: psycopg.RawCursor) -> None:
+    def _undo_statement(self, cur: psycopg.RawCursor, message: str) -> None:
         status = self._conn.info.transaction_status
         if status not in (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR):
-            self._still_open()
-            return
-        cur.execute(f"ROLLBACK TO SAVEPOINT {self._savepoint}", prepare=False)
+            self._stop(f"{message} (and the transaction could not go on)")
+        cur.execute(f"ROLLBACK TO SAVEPOINT {self._savepoint}; {_READ_SETTINGS}", prepare=False)
+        cur.nextset()
+        self._check_settings(cur.fetchone())
 
     def _still_open(self) -> None:
         # The policy should make this impossible; if anything ends the transaction anyway, the
-        # run stops rather than continue outside the transaction Keep/Undo decides.
+        # run stops rather than continue outside the transaction Keep/Discard decides.
         if self._conn.info.transaction_status != pq.TransactionStatus.INTRANS:
-            self._broken = "the transaction ended outside Undoable's control; the run stops"
+            self._stop("the transaction ended outside Undoable's control")
+
+    def _check_settings(self, row: tuple | None) -> None:
+        now = _named(row)
+        for name in _WATCHED:
+            if now.get(name) != self._settings[name]:
+                self._stop(
+                    f"the statement changed the session setting {name} (from "
+                    f"{self._settings[name]!r} to {now.get(name)!r}); Undoable fixes how "
+                    "statements are read and how long they may run"
+                )
+
+    def _stop(self, why: str) -> NoReturn:
+        """End the run's transaction here: roll it all back, refuse every later statement."""
+        with contextlib.suppress(psycopg.Error):
+            self._conn.rollback()
+        self._broken = f"{why}; the run's changes were rolled back and the run stops"
+        raise RunStopped(self._broken)
 
     def _usable(self) -> None:
         if self._broken is not None:
@@ -301,6 +431,11 @@ class _Verdicts:
             if len(self._seen) > self._size:
                 self._seen.popitem(last=False)
         return verdict
+
+
+def _named(row: tuple | None) -> dict[str, str | None]:
+    """The watched settings by name, from a row of _READ_SETTINGS."""
+    return dict(zip(_WATCHED, row, strict=True)) if row else {}
 
 
 def _pg_message(exc: Exception) -> str:

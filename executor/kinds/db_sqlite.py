@@ -5,8 +5,10 @@ Keep is `commit()`, Undo is `rollback()`: the host's calls, never the program's.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +22,9 @@ from executor.kinds.db_values import (
 )
 from executor.kinds.errors import StatementFailed, StatementRefused, TransactionError
 from executor.kinds.sql_policy import sqlite_authorize
+
+_TIME_UP = "the run's time is up"
+_CANCEL_WAIT_S = 5.0
 
 
 def open_sqlite(
@@ -51,9 +56,14 @@ class SqliteSession:
     ) -> None:
         self._deadline = deadline
         self._max_rows, self._max_reply_bytes = max_rows, max_reply_bytes
-        self._host = True  # the host's own statements pass the authorizer
+        # The thread running the host's own statements, which pass the authorizer and are
+        # never interrupted. A thread, not a flag: Undo may come from another thread while a
+        # statement of the program still runs (cancel() is about to end it).
+        self._host: int | None = threading.get_ident()
         self._refusal: str | None = None
         self._timed_out = False
+        self._idle = threading.Event()  # clear while a statement of the program runs
+        self._idle.set()
         self._broken: str | None = None
         self._savepoint = f"undoable_{secrets.token_hex(8)}"
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
@@ -74,12 +84,12 @@ class SqliteSession:
         except sqlite3.Error as exc:
             conn.close()
             raise TransactionError(f"cannot open the SQLite database: {exc}") from None
-        self._host = False
+        self._host = None
 
     def _authorize(
         self, action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None
     ) -> int:
-        if self._host:
+        if self._host == threading.get_ident():
             return sqlite3.SQLITE_OK
         why = sqlite_authorize(action, arg1, arg2)
         if why is None:
@@ -88,10 +98,25 @@ class SqliteSession:
         return sqlite3.SQLITE_DENY
 
     def _progress(self) -> int:
+        if self._host == threading.get_ident():
+            return 0
         if self._deadline is not None and time.monotonic() >= self._deadline():
             self._timed_out = True
             return 1
         return 0
+
+    def cancel(self) -> None:
+        """End the statement in flight, if any; it fails and the transaction stays usable.
+
+        Callable from any thread (so is SQLite's interrupt). An interrupt that comes before the
+        statement has started is lost, so it is repeated while the statement is in flight, for
+        at most _CANCEL_WAIT_S.
+        """
+        end = time.monotonic() + _CANCEL_WAIT_S
+        while not self._idle.is_set() and time.monotonic() < end:
+            with contextlib.suppress(sqlite3.ProgrammingError):  # closed: nothing runs
+                self._conn.interrupt()
+            self._idle.wait(0.05)
 
     def execute(self, sql: str, params: Params = None) -> Reply:
         return guarded(
@@ -111,19 +136,22 @@ class SqliteSession:
         if not isinstance(sql, str) or "\x00" in sql:
             raise StatementRefused("the statement must be text without NUL characters")
         if self._deadline is not None and time.monotonic() >= self._deadline():
-            raise StatementFailed("interrupted: the run's time is up")
+            raise StatementFailed(f"interrupted: {_TIME_UP}")
         self._refusal, self._timed_out = None, False
         self._host_sql(f"SAVEPOINT {self._savepoint}")
         cur = self._conn.cursor()
+        self._idle.clear()
         try:
             run(cur)
             reply = self._reply(cur)
         except Exception as exc:
             error = self._error(exc)
             cur.close()
+            self._idle.set()
             self._undo_statement()
             raise error from None
         cur.close()
+        self._idle.set()
         try:
             self._host_sql(f"RELEASE {self._savepoint}")
         except sqlite3.Error:
@@ -148,7 +176,7 @@ class SqliteSession:
         if self._refusal is not None:
             return StatementRefused(self._refusal)
         if self._timed_out:
-            return StatementFailed("interrupted: the run's time is up")
+            return StatementFailed(f"interrupted: {_TIME_UP}")
         message = str(exc) or type(exc).__name__
         if isinstance(exc, StatementRefused | StatementFailed):
             return exc
@@ -170,11 +198,11 @@ class SqliteSession:
             self._broken = f"the transaction could not be recovered: {exc}"
 
     def _host_sql(self, sql: str) -> None:
-        self._host = True
+        self._host = threading.get_ident()
         try:
             self._conn.execute(sql).close()
         finally:
-            self._host = False
+            self._host = None
 
     def _usable(self) -> None:
         if self._broken is not None:
@@ -191,7 +219,7 @@ class SqliteSession:
         self._end(self._conn.rollback)
 
     def _end(self, action: Callable[[], None]) -> None:
-        self._host = True
+        self._host = threading.get_ident()
         self._deadline = None
         try:
             action()

@@ -43,6 +43,14 @@ class DbSession(Protocol):
 
     def close(self) -> None: ...
 
+    def cancel(self) -> None:
+        """End the statement in flight, if any: it fails, the transaction stays usable.
+
+        Callable from any thread while another is inside execute(); returns within a bounded
+        time, once that statement no longer holds the session (a PostgreSQL statement that
+        ignores its cancel loses its connection, and with it the transaction)."""
+        ...
+
 
 # Values ---------------------------------------------------------------------------------------
 

@@ -10,7 +10,9 @@ absolute-form requests (http), and only for a destination in the run's `allowed_
     "127.0.0.1:8080"         that port only
 
 It resolves the name itself and connects to the checked address; loopback, private,
-link-local and other internal addresses are refused unless the server sets allow_private.
+link-local and other internal addresses are refused unless the server sets allow_private. A
+plain-http request goes on as one request of the proxy's own, its Host the checked authority
+(egress_http.py); a CONNECT tunnel is the program's (its TLS server name and inner Host too).
 Anything else (raw sockets, UDP, DNS) has no route at all.
 """
 
@@ -19,10 +21,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from executor.kinds import run_socket
 from executor.kinds.egress_proxy import DEFAULT_PORTS, EgressProxy, allowed, parse_target
 from executor.kinds.job import Job
 from executor.limits import Limits
@@ -48,14 +50,14 @@ _RELAY = Path(__file__).with_name("relay.py")
 
 
 def rest_prepare(
-    spec: RunSpec, folder: Path, *, allow_private: bool
+    spec: RunSpec, folder: Path, *, allow_private: bool, uid: int | None
 ) -> tuple[RunSpec, list[Mount], EgressProxy]:
     """Wrap `spec` so its program runs behind the forwarder, with the proxy serving `folder`.
 
     The program itself is unchanged; it is started by a small bash wrapper once the
     forwarder's port is open. `folder` is bind-mounted read-only at /run/undoable.
     """
-    proxy = EgressProxy(folder, spec.allowed_hosts, allow_private=allow_private)
+    proxy = EgressProxy(folder, spec.allowed_hosts, allow_private=allow_private, uid=uid)
     (folder / "forwarder.py").write_text(_FORWARDER.read_text())
     (folder / "relay.py").write_text(_RELAY.read_text())  # the forwarder's one import
     ext = "py" if spec.language == "python" else "sh"
@@ -108,14 +110,22 @@ class RestJob(Job):
 
 @contextlib.contextmanager
 def prepared(
-    spec: RunSpec, *, limits: Limits, control_base: Path, allow_private: bool = False
+    spec: RunSpec,
+    *,
+    limits: Limits,
+    control_base: Path,
+    uid: int | None,
+    allow_private: bool = False,
 ) -> Iterator[RestJob]:
-    """A rest-kind run: the program behind the forwarder, the proxy serving a fresh folder."""
-    folder = Path(tempfile.mkdtemp(prefix="rest-", dir=control_base))
+    """A rest-kind run: the program behind the forwarder, the proxy serving a fresh folder.
+
+    `uid` is the sandbox's host uid (sandbox_host_uid(backend); None: this process's): only
+    that run's sandbox can reach the folder and the proxy's socket (run_socket.py).
+    """
+    folder = run_socket.control_folder(control_base, prefix="rest-", uid=uid)
     proxy: EgressProxy | None = None
     try:
-        folder.chmod(0o755)
-        wrapped, mounts, proxy = rest_prepare(spec, folder, allow_private=allow_private)
+        wrapped, mounts, proxy = rest_prepare(spec, folder, allow_private=allow_private, uid=uid)
         yield RestJob(wrapped, limits, tuple(mounts), proxy)
     finally:
         if proxy is not None:

@@ -3,8 +3,10 @@
 See egress.py for where it sits. It serves all of a run's connections on one thread: a
 selector loop accepts, reads each request head against a deadline (HEAD_TIMEOUT_S, then 408),
 decides (allowlist, then netpolicy's address check), connects upstream without blocking, then
-relays both ways through bounded buffers (relay.Tunnel). At most MAX_CONNECTIONS are open at
-once per run; past that a connection is answered 503 and counted in `refused`.
+relays both ways through bounded buffers (relay.Tunnel); a plain-http request is re-sent as the
+proxy's own on the way (egress_http.py: the checked Host, one request per connection). At most
+MAX_CONNECTIONS are open at once per run; past that a connection is answered 503 and counted
+in `refused`.
 
 The upstream connect is non-blocking (the loop watches it with its own deadline) so a
 destination that never answers stalls only its own connection. Name resolution does block the
@@ -24,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from executor.kinds import netpolicy, relay
+from executor.kinds import egress_http, netpolicy, relay, run_socket
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +66,14 @@ class EgressProxy:
     At most MAX_CONNECTIONS are open at once; more are answered 503 and counted in `refused`.
     """
 
-    def __init__(self, folder: Path, allowed_hosts: tuple[str, ...], *, allow_private: bool):
+    def __init__(
+        self,
+        folder: Path,
+        allowed_hosts: tuple[str, ...],
+        *,
+        allow_private: bool,
+        uid: int | None,
+    ):
         self.allowed_hosts = tuple(allowed_hosts)
         self.allow_private = allow_private
         self.refused: list[str] = []  # "host:port why", for the run's report
@@ -74,14 +83,11 @@ class EgressProxy:
         self.max_connections = MAX_CONNECTIONS
         self.head_timeout_s = HEAD_TIMEOUT_S
         self.path = Path(folder) / "egress.sock"
+        self._uid = uid  # the sandbox's host uid: only its run may connect (run_socket.py)
         self._conns: set[_Conn] = set()
         self._sel = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(str(self.path))
-        os.chmod(self.path, 0o666)  # noqa: S103 - the sandbox's unprivileged uid must connect
-        self._server.listen(128)
-        self._server.setblocking(False)
+        self._server = run_socket.listen(self.path, uid=uid, backlog=128)
         self._sel.register(self._server, relay.READ, _ACCEPT)
         self._sel.register(self._wake_r, relay.READ, _WAKE)
         self._accept_paused_until: float | None = None
@@ -147,6 +153,11 @@ class EgressProxy:
                 self._sel.unregister(self._server)
                 self._accept_paused_until = time.monotonic() + _ACCEPT_PAUSE_S
                 return
+            refusal = run_socket.peer_refusal(sock, uid=self._uid, folder=self.path.parent)
+            if refusal is not None:
+                logger.warning("egress proxy refused a connection", extra={"why": refusal})
+                sock.close()
+                continue
             with self._accepted_cond:
                 self.accepted += 1
                 self._accepted_cond.notify_all()
@@ -199,21 +210,23 @@ class EgressProxy:
     def _decide(self, conn: _Conn) -> None:
         head = bytes(conn.head)
         try:
-            method, target, version, rest = _split_request(head)
+            method, target = _request_line(head)
             if method == "CONNECT":
                 host, port = parse_target(target)
                 port = port or 443
             else:
-                host, port, target = _absolute(target)
+                # Read whole by h11: its target is the one checked, its Host is rewritten.
+                conn.request = egress_http.ForwardedRequest(head, max_head=_MAX_HEAD)
+                host, port, path = _absolute(conn.request.target)
             conn.addresses = self._resolve(host, port)
+            if conn.request is not None:
+                conn.to_upstream = conn.request.start(host=host, port=port, path=path)
         except (ValueError, netpolicy.EgressRefused) as exc:
             self._reject(conn, "403 Forbidden", str(exc))
             return
         if method == "CONNECT":
             conn.to_client = b"HTTP/1.1 200 Connection established\r\n\r\n"
             conn.to_upstream = head.partition(b"\r\n\r\n")[2]
-        else:
-            conn.to_upstream = f"{method} {target} {version}\r\n".encode() + rest
         # The client's further bytes wait in the kernel until the tunnel is up.
         self._sel.unregister(conn.client)
         self._connect_next(conn)
@@ -269,6 +282,7 @@ class EgressProxy:
             to_a=conn.to_client,
             to_b=conn.to_upstream,
             data=conn,
+            from_a=conn.request,
         )
 
     def _expire(self, now: float) -> None:
@@ -319,6 +333,7 @@ class _Conn:
         self.error = ""
         self.to_client = b""
         self.to_upstream = b""
+        self.request: egress_http.ForwardedRequest | None = None  # plain http: re-sent by us
         self.tunnel: relay.Tunnel | None = None
 
 
@@ -335,12 +350,12 @@ def _answer(sock: socket.socket, status: str, message: str) -> None:
     sock.close()
 
 
-def _split_request(data: bytes) -> tuple[str, str, str, bytes]:
-    line, _, rest = data.partition(b"\r\n")
-    parts = line.decode("latin-1").split(" ")
+def _request_line(data: bytes) -> tuple[str, str]:
+    """The method and target of a request head (a plain-http one is then read whole by h11)."""
+    parts = data.partition(b"\r\n")[0].decode("latin-1").split(" ")
     if len(parts) != 3:
         raise ValueError("malformed request line")
-    return parts[0].upper(), parts[1], parts[2], rest
+    return parts[0].upper(), parts[1]
 
 
 def _absolute(target: str) -> tuple[str, int, str]:

@@ -4,7 +4,7 @@ from executor.errors import ExecutorError
 
 
 class WorkspaceBusy(ExecutorError):
-    """Another run already holds this workspace (running, or its change awaits Keep/Undo)."""
+    """Another run already holds this workspace (running, or its change awaits Keep or Discard)."""
 
 
 class WorkspaceConflict(ExecutorError):
@@ -12,7 +12,7 @@ class WorkspaceConflict(ExecutorError):
 
 
 class NothingPending(ExecutorError):
-    """Keep/Undo was asked for, but no change is waiting for a decision."""
+    """Keep or Discard was asked for, but no change is waiting for a decision."""
 
 
 class TransactionError(ExecutorError):
@@ -26,3 +26,12 @@ class StatementRefused(ExecutorError):
 
 class StatementFailed(ExecutorError):
     """The database itself rejected a statement (syntax error, constraint, ...): its message."""
+
+
+class RunStopped(StatementFailed):
+    """The session ended the run's transaction itself (a watched setting changed, or the
+    transaction ended outside the host's control): rolled back, no Keep is offered."""
+
+
+class DbProcessesFull(ExecutorError):
+    """As many db runs as the host or the person may hold at once are running or pending."""

@@ -139,7 +139,7 @@ class FsWorkspace:
                     _discard(self.pending_dir)
                     continue
                 raise WorkspaceBusy(
-                    f"the workspace is in use by run {holder}; keep or undo its changes first"
+                    f"the workspace is in use by run {holder}; keep or discard its changes first"
                 ) from None
         if quota_bytes is not None:
             try:  # the tmpfs root gets 0711 too; False: this host cannot mount, plain folder
@@ -178,7 +178,7 @@ class Reservation:
 
 
 class PendingFs:
-    """A run's copy of the workspace, until Keep or Undo."""
+    """A run's copy of the workspace, until Keep or Discard."""
 
     def __init__(self, workspace: FsWorkspace, run_id: str) -> None:
         self.workspace = workspace

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import selectors
 import socket
+from collections.abc import Callable
 from typing import Any
 
 BUF_BYTES = 65536
@@ -36,7 +37,8 @@ class Tunnel:
     on as a half-close once the bytes before it are written. `done` once both directions have
     ended, or at the first socket error. The owner's loop calls `handle` for the selector's
     events on either socket (registered with `data`, by default the tunnel itself) and `close`
-    when done.
+    when done. `from_a`, when given, turns each chunk read from `a` into what is sent to `b`
+    (ValueError: the tunnel fails).
     """
 
     def __init__(
@@ -49,8 +51,10 @@ class Tunnel:
         to_b: bytes = b"",
         data: Any = None,
         limit: int = BUF_BYTES,
+        from_a: Callable[[bytes], bytes] | None = None,
     ) -> None:
         self.sel = sel
+        self.rewrite = {a: from_a} if from_a is not None else {}
         self.data = self if data is None else data
         self.limit = limit
         self.peer = {a: b, b: a}
@@ -92,7 +96,13 @@ class Tunnel:
         except OSError:
             self.failed = True
             return
-        if chunk:
+        rewrite = self.rewrite.get(sock)
+        if chunk and rewrite is not None:
+            try:
+                inbox += rewrite(chunk)
+            except ValueError:
+                self.failed = True
+        elif chunk:
             inbox += chunk
         else:
             self.ended[sock] = True

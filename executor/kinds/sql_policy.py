@@ -2,8 +2,10 @@
 
 PostgreSQL statements are parsed by PostgreSQL's parser (pglast, libpg_query) and the whole tree
 is checked: one statement per call, an allowlist of statement types (anywhere in the tree, so
-EXPLAIN, CREATE TABLE AS, WITH and CREATE SCHEMA cannot smuggle another), and no call of a
-function that ends or escapes the transaction or reaches outside the database. SQLite statements
+EXPLAIN, CREATE TABLE AS, WITH and CREATE SCHEMA cannot smuggle another), no call of a function
+that ends or escapes the transaction or reaches outside the database, no write to the system
+catalogs (their views' rules change settings: pg_settings calls set_config), and nothing a
+rollback cannot undo (setval, a sequence's RESTART). SQLite statements
 are checked by SQLite itself: `sqlite_authorize` is the decision an authorizer callback makes
 for every action a prepared statement (and every trigger or view it fires) would take.
 """
@@ -21,7 +23,7 @@ from pglast.parser import ParseError, scan
 
 from executor.kinds.errors import StatementFailed, StatementRefused
 
-HOLD = "Undoable holds the transaction open until you choose Keep or Undo"
+HOLD = "Undoable holds the transaction open until you choose Keep or Discard"
 
 _ALLOWED_STATEMENTS: tuple[type, ...] = (
     ast.RawStmt,
@@ -144,6 +146,18 @@ _REFUSED_FUNCTIONS = {
     "ts_rewrite",
 }
 _REFUSED_PREFIXES = ("dblink", "lo_", "http", "postgres_fdw", "binary_upgrade_")
+# Changes a rollback does not undo (nextval's consumed values are documented instead: they only
+# leave gaps). setval is not transactional; a RESTART is, but once kept it rewinds values other
+# sessions already took.
+_NOT_UNDOABLE_FUNCTIONS = {"setval"}
+_NOT_UNDOABLE = (
+    "a sequence's position is shared with every other session: a rollback does not restore "
+    "it, and once kept a rewind hands out values others already took"
+)
+
+# Schemas of the system catalogs: writing them is never a run's business, and their views' rules
+# reach the server's own state (UPDATE pg_settings calls set_config).
+_CATALOG_SCHEMAS = {"pg_catalog", "information_schema", "pg_toast"}
 
 # Statements longer than this parse on a thread with a stack deep enough for the worst nesting
 # their tokens allow; below it, any tree fits a default thread stack.
@@ -283,10 +297,42 @@ def _check_statement(node: ast.Node) -> None:
         raise StatementRefused(f"{name} is not allowed: {_why(kind)}")
     if isinstance(node, ast.VariableSetStmt):
         _check_set(node)
+    for target in _written(node):
+        _check_target(target)
+    if _rewinds(node):
+        raise StatementRefused(f"RESTART of a sequence or identity is not allowed: {_NOT_UNDOABLE}")
     if isinstance(node, ast.RenameStmt) and node.renameType not in _RENAMABLE:
         raise StatementRefused(
             "ALTER ... RENAME is allowed for tables, columns, indexes, views, sequences, "
             "types and schemas only"
+        )
+
+
+def _rewinds(node: ast.Node) -> bool:
+    """ALTER SEQUENCE ... RESTART, or ALTER TABLE ... ALTER COLUMN ... RESTART (identity)."""
+    return isinstance(node, ast.AlterSeqStmt | ast.AlterTableStmt) and any(
+        isinstance(item, ast.DefElem) and item.defname == "restart" for item in _walk(node)
+    )
+
+
+def _written(node: ast.Node) -> tuple[ast.RangeVar, ...]:
+    """The relations a statement writes rows of or changes."""
+    if isinstance(node, ast.TruncateStmt | ast.LockStmt):
+        return tuple(node.relations or ())
+    one = (ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt, ast.MergeStmt, ast.AlterTableStmt)
+    if isinstance(node, one) and node.relation is not None:
+        return (node.relation,)
+    return ()
+
+
+def _check_target(target: ast.RangeVar) -> None:
+    schema, name = target.schemaname, target.relname or ""
+    # Unqualified, a pg_* name is looked up in pg_catalog first.
+    if schema in _CATALOG_SCHEMAS or (schema is None and name.startswith("pg_")):
+        shown = f"{schema}.{name}" if schema else name
+        raise StatementRefused(
+            f"writing {shown} is not allowed: it is a system catalog (write a table of your "
+            "own named pg_* with its schema, e.g. public.pg_x)"
         )
 
 
@@ -307,6 +353,8 @@ def _check_function(node: ast.FuncCall) -> None:
     parts = [getattr(part, "sval", "") or "" for part in node.funcname or ()]
     name = parts[-1].lower() if parts else ""
     shown = ".".join(parts)
+    if name in _NOT_UNDOABLE_FUNCTIONS:
+        raise StatementRefused(f"function {shown}() is not allowed: {_NOT_UNDOABLE}")
     refused = (
         name in _REFUSED_FUNCTIONS
         or name.startswith(_REFUSED_PREFIXES)

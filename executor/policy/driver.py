@@ -1,8 +1,9 @@
 """The in-sandbox supervisor. Its source is handed to the sandbox's python3 with `-c`.
 
-It runs as PID 1 of the sandbox's PID namespace (bwrap --as-pid-1), so nothing inside can
-signal it. It forks the program's process at once; that child reports "ready" and blocks until
-the host sends ONE job (8-byte length + JSON) on the job fd, then becomes the program. PID 1
+It runs as PID 1 of the sandbox's PID namespace (bwrap --as-pid-1) with no signal handler, so
+nothing inside can signal it (the kernel drops what the program sends to its namespace's init).
+It forks the program's process at once; that child reports "ready" and blocks until the host
+sends ONE job (8-byte length + JSON) on the job fd, then becomes the program. PID 1
 reaps every orphan and reports the program's raw wait status and CPU time on the status fd.
 When it exits the kernel kills whatever is left in the namespace, so no daemon outlives the run.
 
@@ -13,6 +14,7 @@ interpreter's own C hook (no `traceback` module, which also means a program out 
 file descriptors still gets one), and `ast` is imported only for interpreter mode.
 """
 
+import _signal  # the C module: `signal` would import enum
 import atexit
 import builtins
 import gc
@@ -242,8 +244,6 @@ def _write_all(fd, data):
 
 
 def _run_bash(job):
-    import _signal  # the C module: `signal` would import enum
-
     for sig in (_signal.SIGPIPE, _signal.SIGXFSZ, _signal.SIGINT):
         _signal.signal(sig, _signal.SIG_DFL)
     code = job["code"]
@@ -281,9 +281,15 @@ def main(job_fd, status_fd, max_images=0, max_image_bytes=0):
     # Everything alive now is the interpreter's own: the program's final gc.collect() need not
     # walk it (and touching it would copy the shared pages into the child).
     gc.freeze()
+    # As PID 1 of its namespace the supervisor gets only the signals it has a handler for: with
+    # none, the kernel drops whatever the program sends it. Python's SIGINT handler is the only
+    # one the interpreter installs (SIGPIPE and SIGXFSZ are ignored), so it goes, before the
+    # program's process exists; that process gets it back, as any python3 has it.
+    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
     # Fork before the job arrives, so a warm sandbox's run does not pay for the fork.
     pid = os.fork()
     if pid == 0:
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
         try:
             _receive_and_run(job_fd, status_fd)
         except BaseException as exc:

@@ -130,6 +130,12 @@ class DockerSessionSandbox(SessionChannel):
                 return bool(facts["oom_killed"]), bool(facts["pids_max_hit"])
         return False, False
 
+    def stop(self) -> None:
+        """Hang up our end (the engine then ends the container; a reader sees the end)."""
+        with contextlib.suppress(OSError):
+            self.container.sock.shutdown(socket.SHUT_RDWR)
+        self.backend.kill(self.container.id)
+
     def kill(self) -> None:
         """Close our socket, then kill and remove the container.
 

@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 
 # A cell that ignores its alarm (stuck in C code) gets this long before the session is killed.
 _CELL_GRACE_S = 3.0
+# How long closing a session waits for a cell in flight to see its sandbox end and return.
+_CELL_RETURN_S = 10.0
 
 
 class SessionNotFound(ExecutorError):
@@ -92,7 +94,9 @@ class Session:
         self.last_used_at = self.created_at
         self.closed_reason: str | None = None
         self._sandbox = sandbox
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held while a cell runs
+        self._release_lock = threading.Lock()
+        self._released = False
 
     @property
     def pid(self) -> int:
@@ -169,7 +173,7 @@ class Session:
             limit = "wall_time"
         elif pids:
             limit = "pids"
-        self.kill(reason="died")
+        self._release("died")  # this thread holds the cell lock: kill() would wait for it
         logger.info("session sandbox died", extra={"session_id": self.id, "error": str(exc)})
         return RunResult(
             exit_code=None,
@@ -215,6 +219,25 @@ class Session:
         """End the session for good: SIGKILL the sandbox and remove its workspace."""
         if self.closed_reason is None:
             self.closed_reason = reason
+        # A cell may be reading the sandbox's reply on another thread (a DELETE, or a server
+        # stopping, during an exec): end the processes first, so that the cell returns with
+        # SessionDied, and release the descriptors only once it has.
+        self._sandbox.stop()
+        if self._lock.acquire(timeout=_CELL_RETURN_S):
+            self._lock.release()
+        else:
+            logger.warning("a cell did not return after its sandbox ended", extra={"id": self.id})
+        self._release(reason)
+
+    def _release(self, reason: str) -> None:
+        """Kill the sandbox and remove the workspace, once; the caller holds the cell lock or
+        no cell runs."""
+        if self.closed_reason is None:
+            self.closed_reason = reason
+        with self._release_lock:
+            if self._released:
+                return
+            self._released = True
         self._sandbox.kill()
         try:
             quota.unmount(Path(self.workdir))

@@ -110,6 +110,12 @@ class SessionChannel(abc.ABC):
     def send(self, message: dict[str, Any]) -> None: ...
 
     @abc.abstractmethod
+    def stop(self) -> None:
+        """End the sandbox's processes but keep its descriptors: a cell reading a reply on
+        another thread sees the end (SessionDied) instead of a descriptor closed under it,
+        whose number the process could already have given to another file."""
+
+    @abc.abstractmethod
     def kill(self) -> None:
         """SIGKILL every process of the sandbox and release what it held."""
 
@@ -231,12 +237,15 @@ class SessionSandbox(SessionChannel):
             return None
         return os.read(self.reply_r, 1 << 20)
 
-    def kill(self) -> None:
-        """SIGKILL the whole tree, reap it, close our pipes and remove its cgroups."""
+    def stop(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         if self.cgroup is not None:
             self.cgroup.kill_all()
+
+    def kill(self) -> None:
+        """SIGKILL the whole tree, reap it, close our pipes and remove its cgroups."""
+        self.stop()
         self.proc.wait()
         if self.proc.stderr is not None:
             self.proc.stderr.close()

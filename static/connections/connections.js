@@ -216,7 +216,7 @@
     refresh.addEventListener("click", function () {
       var entry = load()[provider.id];
       if (!entry) return;
-      post(urls.refresh, { refresh_token: entry.refresh_token, scopes: entry.scopes })
+      post(urls.refresh, { refresh_token: entry.refresh_token, grant: entry.grant })
         .then(function (data) {
           remember(provider, data);
           say("Token refreshed.");

@@ -395,6 +395,8 @@
       runList.innerHTML = html;
     });
   }
+  // The list names each run's change: it follows a Keep or Discard as the panel does.
+  document.addEventListener("undoable:change", refreshRunList);
   runList.addEventListener("click", function (event) {
     var button = event.target.closest("[data-show-run]");
     if (!button) return;

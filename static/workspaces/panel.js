@@ -26,6 +26,13 @@
   const announcer = document.querySelector("[data-decision-announce]");
   const badge = document.querySelector("[data-status-badge]");
   let announcedChange = "";
+  // The bar stands in for the panel's own Keep and Discard only while those are out of view.
+  let actionsInView = false;
+  const actionsWatch = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+    actionsInView = entries.some(function (entry) { return entry.isIntersecting; });
+    sync();
+  }) : null;
+  let watched = null;
 
   async function refresh() {
     if (deciding) {
@@ -53,8 +60,15 @@
     const change = body.querySelector("[data-change-status]");
     const waiting = !!change && change.dataset.changeStatus === "pending";
     const countdown = body.querySelector("[data-countdown]");
+    const actions = body.querySelector(".change-actions");
+    if (actionsWatch && actions !== watched) {
+      if (watched) actionsWatch.unobserve(watched);
+      if (actions) actionsWatch.observe(actions);
+      watched = actions;
+      actionsInView = false;
+    }
     if (bar) {
-      bar.hidden = !waiting;
+      bar.hidden = !waiting || actionsInView;
       document.body.classList.toggle("has-decision-bar", waiting);
       bar.querySelector("[data-decision-expiry]").textContent = !waiting ? "" : countdown
         ? "Discarded automatically in " + countdown.textContent + " s."

@@ -30,6 +30,7 @@ import psycopg  # noqa: E402
 from executor.backends.bwrap.backend import BwrapBackend  # noqa: E402
 from executor.kinds import db  # noqa: E402
 from executor.kinds.fs import FsWorkspace  # noqa: E402
+from executor.kinds.sandbox import sandbox_host_uid  # noqa: E402
 from executor.limits import Limits  # noqa: E402
 from executor.spec import RunSpec  # noqa: E402
 from tests.servers import PostgresServer  # noqa: E402
@@ -61,6 +62,7 @@ def through_broker(backend, place: Path, target: db.Target, code: str, run_id: s
         control_base=place,
         run_id=run_id,
         allow_private=True,
+        owner_uid=sandbox_host_uid(backend),
     ) as job:
         result = backend.run(job.spec, limits=job.limits, mounts=job.mounts)
         outcome = job.finish(result)

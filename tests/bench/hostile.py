@@ -23,6 +23,11 @@ from typing import Any
 import httpx
 
 SLEEP_CODE = "import time; time.sleep(20)"
+# The tenant connects from 127.0.0.2 and up, as from machines of its own: the well-behaved
+# tenant is on 127.0.0.1, and the server caps connections per client address (webapp.serve),
+# 256 by default, under which each of these addresses stays at each web process.
+FLOOD_ADDRESS, CLIENT_ADDRESS = "127.0.0.2", "127.0.0.3"
+IDLE_ADDRESSES = [f"127.0.0.{n}" for n in range(4, 12)]
 FLOOD_CONNECTIONS = 64  # far above a token's 16 runs at once and 8 waiting
 CELL_FLOOD_CODE = "for _ in range(200): print('x' * 100_000)"
 
@@ -69,16 +74,20 @@ class Hostile:
             httpx.AsyncClient(
                 base_url=url,
                 timeout=self.max_timeout_s + 10,
-                limits=httpx.Limits(max_connections=200, max_keepalive_connections=200),
+                transport=httpx.AsyncHTTPTransport(
+                    local_address=CLIENT_ADDRESS,
+                    limits=httpx.Limits(max_connections=200, max_keepalive_connections=200),
+                ),
             )
             for url in self.webs
         ]
 
     async def idle_socket(self, index: int) -> None:
         host, port = self.webs[index % len(self.webs)].removeprefix("http://").split(":")
+        source = (IDLE_ADDRESSES[index // len(self.webs) % len(IDLE_ADDRESSES)], 0)
         while not self.stopping.is_set():
             try:
-                reader, writer = await asyncio.open_connection(host, int(port))
+                reader, writer = await asyncio.open_connection(host, int(port), local_addr=source)
             except OSError:
                 self.counts["idle_refused"] += 1
                 await asyncio.sleep(1)  # pacing a reconnect: no event to wait on
@@ -115,7 +124,9 @@ class Hostile:
                 self.counts["flood_sent"] += 1
                 try:
                     if streams is None:
-                        streams = await asyncio.open_connection(host, int(port))
+                        streams = await asyncio.open_connection(
+                            host, int(port), local_addr=(FLOOD_ADDRESS, 0)
+                        )
                     status = await raw_post(*streams, host, self.flood_token, f"print({n})")
                 except (OSError, ValueError, asyncio.IncompleteReadError):
                     status, streams = 0, None

@@ -4,6 +4,8 @@ Real server, real sandbox, real chromium; only the LLM is faked."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -43,6 +45,10 @@ def test_a_pending_db_change_lists_its_statements(signed_in_page: Page, fake_llm
     expect(change_list).not_to_contain_text("-1")
     expect(change_list.locator("li", has_text="INSERT INTO")).to_contain_text("1 row(s) affected")
     expect(panel.get_by_test_id("countdown")).to_contain_text("discarded automatically in")
+    # The bar that stands in for the panel's buttons counts the same seconds down.
+    expect(page.get_by_test_id("decision-bar")).to_contain_text(
+        re.compile(r"1 change waiting: Keep or Discard\. Discarded automatically in \d+ s\.")
+    )
     expect(panel.get_by_role("button", name="Discard", exact=True)).to_be_visible()
     panel.get_by_test_id("discard").click()
     expect(panel.get_by_test_id("change-status")).to_have_text("Discarded", timeout=15_000)

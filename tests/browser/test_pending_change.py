@@ -80,6 +80,12 @@ def test_after_an_fs_run_keep_and_discard_are_in_view_without_scrolling(
         expect(announcer).to_have_attribute("aria-live", "polite")
         expect(announcer).to_have_text("1 change waiting for Keep or Discard.")
 
+        # Where the panel's own Keep is in view, the bar steps aside; away from it, it is back.
+        page.get_by_test_id("workspace-panel").get_by_test_id("keep").scroll_into_view_if_needed()
+        expect(bar).to_be_hidden()
+        page.evaluate("window.scrollTo(0, 0)")
+        expect(bar).to_be_visible()
+
         bar.get_by_test_id("bar-keep").click()
         panel = page.get_by_test_id("workspace-panel")
         expect(panel.get_by_test_id("change-status")).to_have_text("Kept", timeout=15_000)
@@ -104,11 +110,25 @@ def test_the_header_of_every_page_counts_the_changes_waiting_and_links_to_them(
     expect(page).to_have_url(f"{query_url}#pending-change")
     change = page.get_by_test_id("workspace-panel").get_by_test_id("change")
     expect(change).to_have_attribute("data-change-status", "pending")
-    page.get_by_test_id("decision-bar").get_by_test_id("bar-discard").click()
+    # The link lands on the change itself: its own buttons are in view (the bar steps aside).
+    expect(change.get_by_test_id("discard")).to_be_in_viewport()
+    expect(page.get_by_test_id("decision-bar")).to_be_hidden()
+    change.get_by_test_id("discard").click()
     expect(change.get_by_test_id("change-status")).to_have_text("Discarded", timeout=15_000)
     expect(page.get_by_test_id("changes-waiting")).to_be_hidden()
     page.goto("/history/")
     expect(page.get_by_test_id("changes-waiting")).to_be_hidden()
+
+    # Two queries left waiting (as in two tabs): the count links to the list of both.
+    run_to_a_pending_change(page, fake_llm_server)
+    run_to_a_pending_change(page, fake_llm_server)
+    expect(page.get_by_test_id("changes-waiting")).to_have_text("2 changes waiting")
+    page.goto("/")
+    page.get_by_test_id("changes-waiting").click()
+    expect(page.get_by_test_id("waiting-filter")).to_be_visible()
+    expect(page.get_by_test_id("change-label")).to_have_text(
+        ["Waiting for Keep or Discard", "Waiting for Keep or Discard"]
+    )
     page.context.close()
 
 
@@ -155,6 +175,8 @@ def test_a_pending_kept_and_discarded_change_use_the_same_words_on_every_page(
     expect(panel.get_by_test_id("discard")).to_have_text("Discard")
     panel.get_by_test_id("discard").click()
     expect(panel.get_by_test_id("change-status")).to_have_text("Discarded", timeout=15_000)
+    # The Runs list names each run's change in the same words (newest first).
+    expect(page.get_by_test_id("run-change")).to_have_text(["Discarded", "Kept"])
     seen["query, discarded"] = visible_labels(page)
     page.goto("/history/")
     expect(page.get_by_test_id("change-label")).to_have_text("Discarded")

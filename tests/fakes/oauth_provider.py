@@ -11,7 +11,9 @@ Authorization code grant with PKCE (S256 only) as RFC 6749 and RFC 7636 ask:
                    URI or an unknown client gets an error page and no redirect; an unknown scope,
                    or `next_error` set, redirects with ?error=.
   POST /token      authorization_code (client secret, redirect URI and verifier checked; a code
-                   works once, and replaying it revokes what it gave) or refresh_token.
+                   works once, and replaying it revokes what it gave) or refresh_token; the
+                   answer's `scope` can be left out (`scope_in_answers`) or, for a refresh,
+                   replaced (`refresh_answer_scope`).
   POST /revoke     RFC 7009: the token (access or refresh) stops working.
 The guarded API (Bearer token):
   GET  /api/items  needs items.read or items.write;  POST /api/items {name} needs items.write,
@@ -56,6 +58,10 @@ class FakeOAuthProvider:
         self.redirect_uris = list(redirect_uris)
         self.scopes = list(scopes)
         self.next_error = ""  # set to e.g. "access_denied": the next /authorize answers with it
+        # False: token answers leave `scope` out, as RFC 6749 5.1 allows when it is the one asked.
+        self.scope_in_answers = True
+        # Set: a refresh answer names this scope, whatever the refresh token was granted.
+        self.refresh_answer_scope: str | None = None
         self._lock = threading.Lock()
         self._codes: dict[str, _Code] = {}
         self._tokens: dict[str, list[str]] = {}  # access token -> scopes
@@ -138,7 +144,10 @@ class FakeOAuthProvider:
                 scopes = self._refresh.get(form.get("refresh_token", ""))
                 if scopes is None:
                     return 400, {"error": "invalid_grant", "error_description": "unknown token"}
-                return 200, self._issue(scopes, refresh=None)
+                answer = self._issue(scopes, refresh=None)
+                if self.refresh_answer_scope is not None:
+                    answer["scope"] = self.refresh_answer_scope
+                return 200, answer
             code = self._codes.get(form.get("code", ""))
             if code is None:
                 return 400, {"error": "invalid_grant", "error_description": "unknown code"}
@@ -166,8 +175,9 @@ class FakeOAuthProvider:
             "access_token": access,
             "token_type": "Bearer",
             "expires_in": 3600,
-            "scope": " ".join(scopes),
         }
+        if self.scope_in_answers:
+            answer["scope"] = " ".join(scopes)
         if refresh:
             self._refresh[refresh] = list(scopes)
             answer["refresh_token"] = refresh

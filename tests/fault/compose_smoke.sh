@@ -135,7 +135,7 @@ from webapp.workspaces.models import ChangeStatus, PendingChange
 owner = get_user_model().objects.get(username="smoke")
 
 def db_run(code, *, keep):
-    """Run `code` as a db query, then Keep or Undo its pending transaction; the run."""
+    """Run `code` as a db query, then Keep or Discard its pending transaction; the run."""
     query = Query.objects.create(owner=owner, prompt="smoke db", kind="db", forward_code=code)
     run = query_run(query=query)
     deadline = time.monotonic() + 90

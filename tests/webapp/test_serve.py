@@ -6,19 +6,11 @@ that send no request head, and refuses connections past its cap at once."""
 from __future__ import annotations
 
 import asyncio
-import os
-import resource
 import select
-import shutil
 import socket
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Callable, Coroutine, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,105 +18,27 @@ import pytest
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from tests.local_servers import free_port, wait_until
-from tests.quota_mounts import remove_var_dir
+from tests.local_servers import wait_until
 from tests.webapp.fresh_interpreter import probe_state
+from tests.webapp.live_server import healthy, serving, template_fixture  # noqa: F401
 from webapp import serve
 from webapp.rlimits import open_files_limit_raise
 
-REPO = Path(__file__).resolve().parents[2]
 IDLE = 1_100
 HEAD_TIMEOUT_S = 10.0
 EARLIEST_CLOSE_S = HEAD_TIMEOUT_S * (1 - serve.HEAD_DEADLINE_SPREAD)
-SETUP_SCRIPT = """
-from django.contrib.auth import get_user_model
-from django.core.management import call_command
-from webapp.agents.tokens import token_create
-call_command("migrate", "--noinput", verbosity=0)
-user = get_user_model().objects.create_user("idle-owner", password="not-used-here-77")
-print(token_create(owner=user).secret)
-"""
+# Idle connections come from 127.0.0.2 and up, this many from each, under the cap per address.
+IDLE_PER_ADDRESS = 200
 
 
-@dataclass(frozen=True)
-class Template:
-    var_dir: Path
-    token: str
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
-    """A migrated var dir with a user and an API token; each server starts on a copy of it."""
-    var_dir = tmp_path_factory.mktemp("serve-template")
-    done = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", SETUP_SCRIPT],
-        env=server_env(var_dir),
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return Template(var_dir=var_dir, token=done.stdout.strip().splitlines()[-1])
-
-
-def server_env(var_dir: Path) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "webapp.settings",
-        "UNDOABLE_VAR_DIR": str(var_dir),
-        "EXECUTOR_ROOTFS": str(REPO / "var" / "sandbox-rootfs"),
-        "EXECUTOR_WARM_POOL_SIZE": "1",
-        "UNDOABLE_RUNNER": "threads",
-    }
-    for name in ("REDIS_URL", "DATABASE_URL"):
-        env.pop(name, None)
-    return env
-
-
-@contextmanager
-def serving(
-    template: Template, tmp_path: Path, *options: str, open_files: tuple[int, int]
-) -> Iterator[str]:
-    """`python -m webapp.serve` on a free port, started with the open-files limit `open_files`
-    (soft, hard) as a host would give it; yields its URL."""
-    # The session sandboxes' uid must traverse every parent of the var dir.
-    var_dir = Path(tempfile.mkdtemp(prefix="undoable-serve-")) / "var"
-    os.chmod(var_dir.parent, 0o711)
-    shutil.copytree(template.var_dir, var_dir)
-    port = free_port()
-    log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 (closed below)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "webapp.serve", "-b", "127.0.0.1", "-p", str(port), *options],
-        env=server_env(var_dir),
-        cwd=REPO,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, open_files),
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: healthy(url), timeout_s=60, what=f"{url}/healthz")
-        yield url
-    finally:
-        process.kill()
-        process.wait()
-        log.close()
-        remove_var_dir(var_dir.parent)
-
-
-def healthy(url: str) -> bool:
-    # The server closes the connection after answering, so it no longer counts against the cap.
-    response = httpx.get(f"{url}/healthz", headers={"Connection": "close"}, timeout=2)
-    return response.status_code == 200
-
-
-def open_idle(url: str, count: int) -> list[socket.socket]:
-    """`count` connections that never send a byte."""
+def open_idle(url: str, count: int, *, per_address: int = IDLE_PER_ADDRESS) -> list[socket.socket]:
+    """`count` connections that never send a byte, `per_address` from each of 127.0.0.2 on."""
     port = int(url.rsplit(":", 1)[1])
     sockets = []
-    for _ in range(count):
+    for n in range(count):
         sock = socket.socket()
         sock.setblocking(False)
+        sock.bind((f"127.0.0.{2 + n // per_address}", 0))
         sock.connect_ex(("127.0.0.1", port))
         sockets.append(sock)
     return sockets
@@ -225,6 +139,9 @@ class FakeLoop:
         self.now = 0.0
         self.timers: list[FakeTimer] = []
 
+    def time(self) -> float:
+        return self.now
+
     def call_later(self, delay: float, callback: Callable[[], None]) -> FakeTimer:
         timer = FakeTimer(self.now + delay, callback)
         self.timers.append(timer)
@@ -252,8 +169,9 @@ class FakeTimer:
 
 
 class FakeTransport(asyncio.Transport):
-    def __init__(self) -> None:
+    def __init__(self, peer: str = "127.0.0.1") -> None:
         super().__init__()
+        self.peer = peer
         self.closed = False
         self.written = b""
         self.protocol: asyncio.BaseProtocol | None = None
@@ -266,7 +184,7 @@ class FakeTransport(asyncio.Transport):
         return self.protocol
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}.get(name)
+        return {"sockname": ("127.0.0.1", 8000), "peername": (self.peer, 50000)}.get(name)
 
     def is_closing(self) -> bool:
         return self.closed
@@ -288,23 +206,78 @@ async def _no_app(scope: Any, receive: Any, send: Any) -> None:
     raise AssertionError("not run")
 
 
-def connections(count: int, *options: str) -> tuple[FakeLoop, list[FakeTransport]]:
+def connections(
+    count: int, *options: str, peers: list[str] | None = None
+) -> tuple[FakeLoop, list[FakeTransport]]:
     """`count` connections made at once to the protocol webapp.serve configures uvicorn with
-    (`options` as on its command line), on a fake loop."""
+    (`options` as on its command line), on a fake loop, from `peers` (default: 127.0.0.1)."""
     config = serve.config_from(list(options))
     config.app = _no_app
     config.load()
     loop, state = FakeLoop(), ServerState()
     transports = []
-    for _ in range(count):
+    for n in range(count):
         protocol = config.http_protocol_class(
             config=config, server_state=state, app_state={}, _loop=loop
         )
-        transport = FakeTransport()
+        transport = FakeTransport(peers[n] if peers else "127.0.0.1")
         protocol.connection_made(transport)
         transport.set_protocol(protocol)
+        if transport.closed:  # refused: the loop reports the close to the protocol
+            protocol.connection_lost(None)
         transports.append(transport)
     return loop, transports
+
+
+def test_connections_past_the_cap_per_address_are_closed_and_other_addresses_served():
+    peers = ["10.0.0.1"] * 5 + ["10.0.0.2"]
+    loop, transports = connections(6, "--max-connections-per-address", "3", peers=peers)
+    assert [t.closed for t in transports] == [False] * 3 + [True] * 2 + [False]
+
+
+def test_a_connection_lost_gives_its_address_its_slot_back():
+    config = serve.config_from(["--max-connections-per-address", "1"])
+    config.app = _no_app
+    config.load()
+    loop, state = FakeLoop(), ServerState()
+
+    def connect() -> FakeTransport:
+        protocol = config.http_protocol_class(
+            config=config, server_state=state, app_state={}, _loop=loop
+        )
+        transport = FakeTransport("10.0.0.1")
+        protocol.connection_made(transport)
+        transport.set_protocol(protocol)
+        return transport
+
+    first, second = connect(), connect()
+    first.get_protocol().connection_lost(None)
+    assert (second.closed, connect().closed) == (True, False)
+
+
+def test_behind_a_proxy_no_cap_applies_per_address():
+    options = ("--max-connections-per-address", "3", "--proxy-headers")
+    _, transports = connections(6, *options, peers=["10.0.0.1"] * 6)
+    assert not any(t.closed for t in transports)
+
+
+def test_an_ipv6_client_is_counted_by_its_64_and_an_ipv4_mapped_one_by_its_ipv4_address():
+    assert serve.address_key("2001:db8::1") == serve.address_key("2001:db8::ffff:1")
+    assert serve.address_key("2001:db8::1") != serve.address_key("2001:db8:0:1::1")
+    assert serve.address_key("::ffff:10.0.0.1") == serve.address_key("10.0.0.1") == "10.0.0.1"
+
+
+def test_one_address_cannot_take_every_connection():
+    options = ("--max-connections-per-address", "3", "--max-connections", "6")
+    _, transports = connections(7, *options, peers=["10.0.0.1"] * 6 + ["10.0.0.2"])
+    assert not transports[-1].closed
+
+
+@pytest.mark.sabotage
+def test_sabotage_with_no_cap_per_address_one_address_takes_every_connection():
+    options = ("--max-connections-per-address", "0", "--max-connections", "6")
+    _, transports = connections(7, *options, peers=["10.0.0.1"] * 6 + ["10.0.0.2"])
+    assert transports[-1].closed
 
 
 def closing_times(count: int, loop: FakeLoop, transports: list[FakeTransport], until_s: float):
@@ -373,11 +346,11 @@ SLOW_BODY = b"POST /api/v1/exec HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r
 
 
 def test_a_body_that_stops_coming_is_cut_off_after_the_idle_timeout():
-    """Each byte of a body restarts the idle deadline; once the bytes stop, it closes."""
     loop, (transport,) = connections(1, "--idle-timeout-s", "20")
-    transport.get_protocol().data_received(SLOW_BODY)
-    assert drip(loop, transport, b"x" * 5, every_s=15.0, until_s=60.0 + 19.0) is None
-    loop.advance_to(60.0 + 40.0)
+    transport.get_protocol().data_received(SLOW_BODY + b"x" * 50)
+    loop.advance_to(19.0)
+    assert not transport.closed
+    loop.advance_to(21.0)
     assert transport.closed
 
 
@@ -388,6 +361,36 @@ def test_sabotage_without_the_body_deadline_a_stalled_body_holds_its_connection(
     transport.get_protocol().data_received(SLOW_BODY + b"x")
     loop.advance_to(3600.0)
     assert not transport.closed
+
+
+TRICKLED_BODY = b"POST /api/v1/exec HTTP/1.1\r\nHost: a\r\nContent-Length: 4000000\r\n\r\n"
+
+
+def test_a_body_trickled_below_the_minimum_rate_is_cut_off_after_its_grace():
+    """A byte every 2 s restarts no deadline that matters: once the first 20 s (the idle
+    timeout) have passed, the body must average --body-min-rate bytes a second."""
+    loop, (transport,) = connections(1, "--idle-timeout-s", "20")
+    transport.get_protocol().data_received(TRICKLED_BODY)
+    closed_s = drip(loop, transport, b"x" * 100, every_s=2.0, until_s=120.0)
+    assert closed_s is not None and 20.0 <= closed_s <= 22.0
+
+
+def test_a_body_at_the_minimum_rate_is_read_to_its_end():
+    loop, (transport,) = connections(1, "--idle-timeout-s", "20", "--body-min-rate", "100")
+    protocol = transport.get_protocol()
+    protocol.data_received(SLOW_BODY.replace(b"100", b"3000"))
+    for second in range(30):
+        loop.advance_to(float(second))
+        assert not transport.closed
+        protocol.data_received(b"x" * 100)
+    assert not protocol._reading_body
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_a_minimum_rate_a_trickled_body_holds_its_connection():
+    loop, (transport,) = connections(1, "--idle-timeout-s", "20", "--body-min-rate", "0")
+    transport.get_protocol().data_received(TRICKLED_BODY)
+    assert drip(loop, transport, b"x" * 100, every_s=2.0, until_s=120.0) is None
 
 
 def test_a_head_past_its_cap_is_answered_431_and_closed():
@@ -501,3 +504,51 @@ def test_the_server_hands_the_gil_to_waiting_threads_within_a_millisecond(tmp_pa
     """The server's requests hop between its event loop and worker threads; a hop waits for the
     GIL at most the switch interval, which the server lowers from Python's 5 ms."""
     assert probe_state(SWITCH_INTERVAL_PROBE, tmp_path) == pytest.approx(0.001)
+
+
+def answered_early(declared: int) -> tuple[FakeLoop, FakeTransport]:
+    """A POST declaring `declared` bytes of body, answered after its first 1,000 (as the app
+    answers a 401 or a 413 from the head) at time 0."""
+    loop, (transport,) = connections(1)
+    protocol = transport.get_protocol()
+    protocol.data_received(b"POST /api/v1/exec HTTP/1.1\r\nHost: a\r\n")
+    protocol.data_received(b"Content-Length: %d\r\n\r\n" % declared + b"x" * 1000)
+    protocol.cycle.response_complete = True
+    protocol.on_response_complete()
+    return loop, transport
+
+
+def test_the_rest_of_a_body_answered_early_is_read_for_10_s_at_most():
+    loop, transport = answered_early(4 * 1024 * 1024)
+    closed_s = drip(loop, transport, b"x" * 100, every_s=0.5, until_s=60.0)
+    assert closed_s is not None and 9.0 <= closed_s <= serve.DRAIN_TIMEOUT_S + 0.5
+
+
+@pytest.mark.sabotage
+def test_sabotage_with_no_drain_deadline_the_rest_of_a_body_holds_on(monkeypatch):
+    monkeypatch.setattr(serve, "DRAIN_TIMEOUT_S", 3600.0)
+    loop, transport = answered_early(4 * 1024 * 1024)
+    closed_s = drip(loop, transport, b"x" * 100, every_s=0.5, until_s=60.0)
+    assert closed_s is None or closed_s > 10.5
+
+
+def test_a_body_declared_past_what_is_drained_is_closed_with_its_answer():
+    _, transport = answered_early(serve.DRAIN_MAX_BYTES + 2000)
+    assert transport.closed
+
+
+def test_a_body_within_what_is_drained_keeps_its_connection_open_after_the_answer():
+    _, transport = answered_early(serve.DRAIN_MAX_BYTES)
+    assert not transport.closed
+
+
+def test_a_client_answered_before_its_100_continue_is_closed_with_its_answer():
+    _, (transport,) = connections(1)
+    protocol = transport.get_protocol()
+    protocol.data_received(
+        b"POST /api/v1/exec HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n"
+        b"Content-Length: 1000\r\n\r\n"
+    )
+    protocol.cycle.response_complete = True
+    protocol.on_response_complete()
+    assert transport.closed

@@ -29,6 +29,7 @@ from webapp.asgi_handler import AcyclicASGIHandler
 
 API_PREFIX = "/api/v1/"
 EXEC_PATH = "/api/v1/exec"
+SESSIONS_PREFIX = "/api/v1/sessions/"
 security_logger = logging.getLogger("django.security.DisallowedHost")
 
 
@@ -120,6 +121,16 @@ def api_application() -> Callable[..., Awaitable[None]]:
         max_body_bytes=lambda: conf.get_int("AGENTS_MAX_BODY_BYTES"),
     )
     return refused_early(route_exact({EXEC_PATH: exec_endpoint}, ApiASGIHandler()))
+
+
+def api_body_cap(scope: dict[str, Any]) -> int:
+    """The most bytes a request body to the API may have (webapp.request_bodies): a session
+    file's cap for a file put into a session, AGENTS_MAX_BODY_BYTES for any other."""
+    if scope.get("method") == "PUT":
+        session_id, _, tail = scope["path"].removeprefix(SESSIONS_PREFIX).partition("/")
+        if scope["path"].startswith(SESSIONS_PREFIX) and session_id and tail.startswith("files/"):
+            return conf.get_int("AGENTS_SESSION_MAX_FILE_BYTES")
+    return conf.get_int("AGENTS_MAX_BODY_BYTES")
 
 
 def route_exact(

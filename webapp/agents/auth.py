@@ -46,18 +46,25 @@ class TokenAuth(HttpBearer):
     is_async = True
 
     async def authenticate(self, request: HttpRequest, token: str) -> ApiToken | None:
-        loop = asyncio.get_running_loop()
-        secret = token.strip()
-        digest = token_digest(secret)
-        found = recent_tokens.get(digest)
-        if found is None:
-            looked_up_after = recent_tokens.forgotten
-            found = await loop.run_in_executor(_lookups, token_lookup, secret)
-            if found is not None:
-                recent_tokens.note(digest, found, looked_up_after=looked_up_after)
+        return await token_for_secret(token)
+
+
+async def token_for_secret(token: str) -> ApiToken | None:
+    """The active ApiToken whose secret is `token`, its owner loaded, or None: what TokenAuth
+    finds, also for the request guard that checks a token before a body is read
+    (webapp.request_bodies)."""
+    loop = asyncio.get_running_loop()
+    secret = token.strip()
+    digest = token_digest(secret)
+    found = recent_tokens.get(digest)
+    if found is None:
+        looked_up_after = recent_tokens.forgotten
+        found = await loop.run_in_executor(_lookups, token_lookup, secret)
         if found is not None:
-            known_bearers.note(secret, found.pk, found.owner_id)  # see webapp.agents.refused_early
-        return found
+            recent_tokens.note(digest, found, looked_up_after=looked_up_after)
+    if found is not None:
+        known_bearers.note(secret, found.pk, found.owner_id)  # see webapp.agents.refused_early
+    return found
 
 
 _token_auth = TokenAuth()

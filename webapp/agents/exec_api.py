@@ -24,6 +24,7 @@ from webapp.agents.api_errors import (
     refusal_response,
 )
 from webapp.agents.auth import authenticated
+from webapp.agents.capacity import token_rate
 from webapp.agents.exec_services import exec_build_spec, exec_run, result_json
 from webapp.agents.fairshare import host_capacity, refused_recently
 from webapp.agents.quota import get_admission, get_limiter
@@ -80,9 +81,8 @@ def spend_rate(key: object) -> None:
     Blocking: the shared limiter talks to Redis, so call it on a worker thread (in_pool),
     never on the event loop every request of this process waits on.
     """
-    get_limiter().take(
-        key, per_minute=conf.get("AGENTS_RATE_PER_MINUTE"), burst=conf.get_int("AGENTS_RATE_BURST")
-    )
+    per_minute, burst = token_rate()
+    get_limiter().take(key, per_minute=per_minute, burst=burst)
 
 
 def quota_enter(key: object, user: object) -> ExitStack:

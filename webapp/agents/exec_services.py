@@ -14,6 +14,7 @@ import executor
 from executor import InvalidSpec, OutputChunk, RunResult, RunSpec
 from webapp.agents import conf
 from webapp.agents.schemas import ApiError, ExecIn, check_timeout
+from webapp.stopping import SERVER_STOPPED, ended_when_the_server_stops
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -87,7 +88,10 @@ def exec_run(spec: RunSpec, *, timeout_s: float) -> tuple[RunResult, str]:
         ensure_executor()
         caps = executor.caps()
         limits = caps.narrowed(wall_time_s=timeout_s, cpu_time_s=min(timeout_s, caps.cpu_time_s))
-        result = executor.run(spec, limits=limits, on_output=on_output)
+        with ended_when_the_server_stops() as cancel:
+            result = executor.run(spec, limits=limits, on_output=on_output, cancel=cancel)
+        if cancel.cancelled:
+            raise ApiError(503, SERVER_STOPPED, retry_after_s=5)
     except executor.NoCapacity as exc:
         raise ApiError(503, f"no sandbox capacity: {exc}", retry_after_s=1) from None
     except executor.BackendUnavailable as exc:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import random
 import threading
 import time
@@ -42,6 +41,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from webapp.agents import conf
+from webapp.agents.capacity import usable_cores
 from webapp.agents.ratelimit import QuotaExceeded
 
 # Runs per CPU core when AGENTS_MAX_RUNS_PER_HOST is 0. A stateless run is mostly CPU (a fork
@@ -81,7 +81,7 @@ class Admission(Protocol):
 def host_capacity() -> int:
     """Runs this machine admits at once: the setting, or RUNS_PER_CORE per usable core."""
     configured = conf.get_int("AGENTS_MAX_RUNS_PER_HOST")
-    return configured or RUNS_PER_CORE * len(os.sched_getaffinity(0))
+    return configured or RUNS_PER_CORE * usable_cores()
 
 
 def share_of(capacity: int, busy_users: int) -> int:

@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
-from django.conf import settings
-
 from webapp.agents.fairshare import refused_recently
+from webapp.asgi_answers import error_answer
 
 ASGIApp = Callable[[dict[str, Any], Callable[..., Any], Callable[..., Any]], Awaitable[None]]
 
@@ -88,21 +86,6 @@ class KnownBearers:
 known_bearers = KnownBearers()
 
 
-def _refusal_headers(retry_after_s: int, body: bytes) -> list[tuple[bytes, bytes]]:
-    # The API's error shape (webapp.agents.api.error_response) with ApiSecurityMiddleware's headers.
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"retry-after", str(retry_after_s).encode()),
-        (b"x-frame-options", settings.X_FRAME_OPTIONS.encode()),
-    ]
-    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
-        headers.append((b"x-content-type-options", b"nosniff"))
-    if settings.SECURE_REFERRER_POLICY:
-        headers.append((b"referrer-policy", str(settings.SECURE_REFERRER_POLICY).encode()))
-    return headers
-
-
 def refused_early(api: ASGIApp) -> ASGIApp:
     """`api` with a refused user's run requests answered in front of it."""
 
@@ -115,9 +98,7 @@ def refused_early(api: ASGIApp) -> ASGIApp:
             return
         hold_s, refused = again
         await asyncio.sleep(hold_s)  # as within_quota does
-        body = json.dumps({"error": str(refused)}).encode()
-        start = {"type": "http.response.start", "status": 429}
-        await send({**start, "headers": _refusal_headers(refused.retry_after_s, body)})
-        await send({"type": "http.response.body", "body": body})
+        retry_after = [(b"retry-after", str(refused.retry_after_s).encode())]
+        await error_answer(send, 429, str(refused), headers=retry_after)
 
     return app

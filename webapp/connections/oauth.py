@@ -133,27 +133,34 @@ def _call(provider: Provider, action: str, call: Any) -> dict[str, Any]:
         raise ConnectError(f"{provider.name} answered the {action} with no token.") from None
 
 
-def _scopes_granted(provider: Provider, answer: dict[str, Any], asked: list[str]) -> list[str]:
+def _answer_scopes(answer: dict[str, Any]) -> list[str] | None:
+    """The scopes the provider's answer names, or None when it names none (RFC 6749 5.1)."""
     raw = answer.get("scope")
     if not isinstance(raw, str):
-        return list(asked)  # RFC 6749 5.1: no scope means what was asked for
+        return None
     return [s for s in raw.replace(",", " ").split() if s]
 
 
-def _token_answer(provider: Provider, answer: dict[str, Any], asked: list[str]) -> dict[str, Any]:
+def _token_answer(
+    provider: Provider, answer: dict[str, Any], scopes: list[str], *, refresh_token: str = ""
+) -> dict[str, Any]:
+    """The browser's answer, with a receipt over `scopes` and the refresh token it will send."""
     access = answer.get("access_token")
     if not isinstance(access, str) or not access:
         raise ConnectError(f"{provider.name} answered with no access token.")
-    scopes = _scopes_granted(provider, answer, asked)
+    refresh = answer.get("refresh_token")
+    refresh = refresh if isinstance(refresh, str) and refresh else refresh_token
     out: dict[str, Any] = {
         "provider": provider.id,
         "credential": provider.credential,
         "access_token": access,
         "scopes": scopes,
-        "grant": grant_sign(provider=provider, scopes=scopes, access_token=access),
+        "grant": grant_sign(
+            provider=provider, scopes=scopes, access_token=access, refresh_token=refresh
+        ),
     }
-    if isinstance(answer.get("refresh_token"), str):
-        out["refresh_token"] = answer["refresh_token"]
+    if refresh:
+        out["refresh_token"] = refresh
     if isinstance(answer.get("expires_in"), int):
         out["expires_in"] = answer["expires_in"]
     return out
@@ -177,10 +184,21 @@ def token_exchange(
             ),
         )
     logger.info("connection made", extra={"provider": provider.id})
-    return _token_answer(provider, answer, pending.scopes)
+    named = _answer_scopes(answer)
+    # No scope in the answer means what was asked for, and the state the server signed says that.
+    return _token_answer(provider, answer, pending.scopes if named is None else named)
 
 
-def token_refresh(*, provider: Provider, refresh_token: str, scopes: list[str]) -> dict[str, Any]:
+def token_refresh(*, provider: Provider, refresh_token: str, grant: str) -> dict[str, Any]:
+    """A new access token for `refresh_token`, its receipt over no more than `grant` granted.
+
+    `grant` is the receipt the sign-in (or the last refresh) answered with: it records the
+    granted scopes and the refresh token they came with. A refresh never widens a grant (RFC
+    6749 6): an answer without `scope` keeps the granted set, one with `scope` narrows it.
+    """
+    granted = grant_scopes_for_refresh(
+        receipt=grant, provider=provider, refresh_token=refresh_token
+    )
     with _client(provider) as client:
         answer = _call(
             provider,
@@ -191,9 +209,14 @@ def token_refresh(*, provider: Provider, refresh_token: str, scopes: list[str]) 
                 headers={"Accept": "application/json"},
             ),
         )
-    result = _token_answer(provider, answer, scopes)
-    result.setdefault("refresh_token", refresh_token)  # many providers keep the old one valid
-    return result
+    scopes = scopes_after_refresh(granted=granted, named=_answer_scopes(answer))
+    # Many providers keep the old refresh token valid and send no new one.
+    return _token_answer(provider, answer, scopes, refresh_token=refresh_token)
+
+
+def scopes_after_refresh(*, granted: list[str], named: list[str] | None) -> list[str]:
+    """What a refreshed token's receipt may claim: the grant, narrowed by the answer's scope."""
+    return list(granted) if named is None else [s for s in granted if s in named]
 
 
 def token_revoke(*, provider: Provider, token: str) -> bool:
@@ -236,16 +259,38 @@ def _token_digest(access_token: str) -> str:
     return hmac.new(key, access_token.encode(), hashlib.sha256).hexdigest()
 
 
-def grant_sign(*, provider: Provider, scopes: list[str], access_token: str) -> str:
+def grant_sign(
+    *, provider: Provider, scopes: list[str], access_token: str, refresh_token: str = ""
+) -> str:
     """A receipt the browser keeps beside the token: these scopes were granted for this token.
 
-    It holds an HMAC of the token, never the token, so a run can prove which scopes its
-    credential carries without the server keeping anything.
+    It holds HMACs of the access and refresh tokens, never the tokens, so a run can prove which
+    scopes its credential carries, and a refresh which scopes its refresh token was granted,
+    without the server keeping anything.
     """
-    return signing.dumps(
-        {"p": provider.id, "c": provider.credential, "s": scopes, "h": _token_digest(access_token)},
-        salt=_GRANT_SALT,
-    )
+    data: dict[str, Any] = {"p": provider.id, "c": provider.credential, "s": scopes}
+    data["h"] = _token_digest(access_token)
+    if refresh_token:
+        data["r"] = _token_digest(refresh_token)
+    return signing.dumps(data, salt=_GRANT_SALT)
+
+
+def grant_scopes_for_refresh(*, receipt: str, provider: Provider, refresh_token: str) -> list[str]:
+    """The scopes `receipt` records for `refresh_token` at `provider`; ConnectError if none."""
+    try:
+        data = signing.loads(receipt, salt=_GRANT_SALT)
+    except signing.BadSignature:
+        data = {}
+    if (
+        data.get("p") != provider.id
+        or data.get("c") != provider.credential
+        or not hmac.compare_digest(str(data.get("r")), _token_digest(refresh_token))
+    ):
+        raise ConnectError(
+            f"This {provider.name} connection's grant receipt does not match its refresh token. "
+            "Nothing was refreshed; connect again."
+        )
+    return [str(s) for s in data.get("s") or []]
 
 
 def grant_verify(*, receipt: str, credential: str, access_token: str) -> Grant | None:

@@ -36,7 +36,9 @@ class TokenBody(BaseModel):
 
 class RefreshBody(BaseModel):
     refresh_token: str = Field(min_length=1, max_length=4000)
-    scopes: list[str] = Field(default_factory=list, max_length=20)
+    # The receipt the last sign-in or refresh answered with: the granted scopes come from it,
+    # never from a list the browser sends.
+    grant: str = Field(min_length=1, max_length=8000)
 
 
 class RevokeBody(BaseModel):
@@ -127,7 +129,7 @@ def connection_refresh(request: AuthedHttpRequest, provider_id: str) -> JsonResp
     def refresh() -> dict[str, Any]:
         body = _body(request, RefreshBody)
         return oauth.token_refresh(
-            provider=provider, refresh_token=body.refresh_token, scopes=body.scopes
+            provider=provider, refresh_token=body.refresh_token, grant=body.grant
         )
 
     return _answer(refresh)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import cast
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -43,9 +44,17 @@ def _home(
             "recent": recent,
             "llm_configured": llm.llm_configured(),
             "not_configured_help": llm.client.NOT_CONFIGURED,
+            "db_pending_timeout": _duration(settings.UNDOABLE_DB_PENDING_TIMEOUT_S),
         },
         status=status,
     )
+
+
+def _duration(seconds: float) -> str:
+    """'10 minutes', '90 seconds': how long a pending db change waits, in the page's words."""
+    if seconds >= 120 and seconds % 60 == 0:
+        return f"{int(seconds // 60)} minutes"
+    return f"{int(seconds)} seconds"
 
 
 @require_GET

@@ -26,7 +26,7 @@ from webapp.runs.models import Run, RunStatus
 from webapp.runs.publish import publish_run_event
 from webapp.runs.sink import OutputSink
 from webapp.runs.status import run_failure_log, status_event
-from webapp.runs.stops import STOP_POLL_INTERVAL_S, stop_clear, stop_requested
+from webapp.runs.stops import STOP_POLL_INTERVAL_S, RunCancel, stop_clear, stop_requested
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def run_job(run: Run, *, env: dict[str, str]) -> contextlib.AbstractContextManag
     return run_job_for(run, spec, limits)
 
 
-def run_execute(*, run_id: int, cancel: CancelToken) -> None:
+def run_execute(*, run_id: int, cancel: RunCancel) -> None:
     """Execute a queued run: stream its output, record its result. Never leaves it running."""
     now = timezone.now()
     if not Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
@@ -84,7 +84,7 @@ def run_execute(*, run_id: int, cancel: CancelToken) -> None:
                 stop_watch.set()
             job.finish(result)
         sink.close()
-        _finish_with_result(run, sink, result, cancelled=cancel.cancelled, limits=job.limits)
+        _finish_with_result(run, sink, result, cancel=cancel, limits=job.limits)
     except ExecutorError as exc:
         sink.close()
         _finish(run, sink, RunStatus.FAILED, error=mask_text(str(exc), secrets))
@@ -164,10 +164,12 @@ def _pass_guard(run_id: int, step: str, failing: set[str]) -> Iterator[None]:
 
 
 def _finish_with_result(
-    run: Run, sink: OutputSink, result: RunResult, *, cancelled: bool, limits: Limits
+    run: Run, sink: OutputSink, result: RunResult, *, cancel: RunCancel, limits: Limits
 ) -> None:
     notes: list[str] = []
-    if result.cancelled or cancelled:
+    if (result.cancelled or cancel.cancelled) and cancel.reason:
+        status, notes = RunStatus.FAILED, [cancel.reason]  # the host ended it (server stopped)
+    elif result.cancelled or cancel.cancelled:
         status, notes = RunStatus.CANCELLED, ["Stopped."]
     elif result.timed_out:
         status = RunStatus.TIMED_OUT
@@ -179,7 +181,7 @@ def _finish_with_result(
         notes.append(limit_line(result.limit, limits))
     elif sink.capped:
         notes.append(f"Output passed the cap of {run.output_cap_bytes} bytes; stopped.")
-    elif result.signal and status == RunStatus.FAILED:
+    elif result.signal and status == RunStatus.FAILED and not cancel.cancelled:
         notes.append(f"Killed by signal {result.signal}.")
     run.exit_code = result.exit_code
     run.signal = result.signal

@@ -9,6 +9,7 @@ threads backend also kills a sandbox it holds at once.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Protocol
 
 from django.conf import settings
@@ -17,7 +18,11 @@ from django.db import transaction
 from django.utils.module_loading import import_string
 
 from webapp.queries.models import QueryKind
+from webapp.runs.models import Run, RunStatus
 from webapp.runs.stops import stop_clear, stop_requested, stop_send
+
+ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
+LAST_PRIORITY = 9
 
 SHORT_NAMES = {
     "threads": "webapp.runs.run_backends.ThreadsRunner",
@@ -41,6 +46,13 @@ class RunnerBackend(Protocol):
 
     def clear(self, run_id: int) -> None:
         """Forget the run's Stop (it has ended)."""
+
+    def stop_all(
+        self, *, reason: str, grace_s: float, timeout_s: float, fail: Callable[[int], None]
+    ) -> bool:
+        """This server is stopping: give the runs it executes `grace_s` to end, then end them
+        with `reason` (`fail(run_id)` for those that never start); False if some still ran
+        `timeout_s` later."""
 
 
 class _StopFlags:
@@ -72,6 +84,13 @@ class ThreadsRunner(_StopFlags):
         super().cancel(run_id)
         runner.cancel(run_id)  # kills the sandbox now instead of at the watcher's next look
 
+    def stop_all(
+        self, *, reason: str, grace_s: float, timeout_s: float, fail: Callable[[int], None]
+    ) -> bool:
+        from webapp.runs import runner
+
+        return runner.stop(reason=reason, grace_s=grace_s, timeout_s=timeout_s, fail=fail)
+
 
 class CeleryRunner(_StopFlags):
     """Production: Celery workers, fs/db/rest runs on the queue of the workers that can run
@@ -83,7 +102,30 @@ class CeleryRunner(_StopFlags):
         from webapp.runs.tasks import execute_run
 
         queue = run_queue(kind)
-        transaction.on_commit(lambda: execute_run.apply_async((run_id,), queue=queue))
+        priority = run_priority(run_id, owner_id=owner_id)
+        transaction.on_commit(
+            lambda: execute_run.apply_async((run_id,), queue=queue, priority=priority)
+        )
+
+    def stop_all(
+        self, *, reason: str, grace_s: float, timeout_s: float, fail: Callable[[int], None]
+    ) -> bool:
+        return True  # the runs are the workers'; a worker's warm shutdown finishes its own
+
+
+def run_priority(run_id: int, *, owner_id: int) -> int:
+    """The Celery priority of a run (0 goes first): how many of its owner's runs are ahead of it,
+    queued or running, up to the last level (CELERY_BROKER_TRANSPORT_OPTIONS' priority_steps).
+
+    Each level is a list of its own in Redis and a free worker takes from the first non-empty
+    one, so runs start round-robin by owner: a newcomer's first run goes before a busy owner's
+    next one, as the embedded runner's turns do. A run that started is not preempted: it waits
+    for the first worker process to come free (no thread is lent there).
+    """
+    ahead = (
+        Run.objects.filter(query__owner_id=owner_id, status__in=ACTIVE).exclude(pk=run_id).count()
+    )
+    return min(ahead, LAST_PRIORITY)
 
 
 def run_queue(kind: str) -> str | None:

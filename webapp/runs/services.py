@@ -191,6 +191,17 @@ def run_fail(*, run: Run, error: str) -> Run:
     return run
 
 
+def runs_stop_all(*, reason: str, grace_s: float, timeout_s: float) -> bool:
+    """This server is stopping: the runs it executes get `grace_s` to end, then fail with
+    `reason` (the queued ones without starting, the running ones with their sandboxes killed).
+    False if some still ran `timeout_s` later."""
+
+    def fail(run_id: int) -> None:
+        run_fail(run=Run.objects.get(pk=run_id), error=reason)
+
+    return runner_backend().stop_all(reason=reason, grace_s=grace_s, timeout_s=timeout_s, fail=fail)
+
+
 def run_cancel(*, run: Run) -> Run:
     """Stop a run: a queued one ends at once; a running one gets its sandbox killed."""
     Run.objects.filter(pk=run.pk).update(cancel_requested=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from django.core.cache import cache
 
+from executor import CancelToken
+
 # How often a running run's watcher looks for a Stop (webapp.runs.execution._watch).
 STOP_POLL_INTERVAL_S = 0.2
 _STOP_TTL_S = 3600
@@ -21,3 +23,17 @@ def stop_requested(run_id: int) -> bool:
 
 def stop_clear(run_id: int) -> None:
     cache.delete(_STOP_PREFIX + str(run_id))
+
+
+class RunCancel(CancelToken):
+    """A run's CancelToken, which also says when the host rather than a person ended the run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reason: str | None = None  # None: a person's Stop
+
+    def end(self, reason: str) -> None:
+        """Kill the run's sandbox because of `reason` (the run fails with it)."""
+        if not self.cancelled:
+            self.reason = reason
+        self.cancel()

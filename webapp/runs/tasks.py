@@ -7,7 +7,6 @@ import gc
 
 from celery import signals
 
-from executor import CancelToken
 from webapp.celery import app
 from webapp.rlimits import open_files_limit_raise
 
@@ -20,8 +19,9 @@ from webapp.rlimits import open_files_limit_raise
 def execute_run(run_id: int) -> None:
     """Execute run `run_id` on this worker (a Stop arrives through webapp.runs.stops)."""
     from webapp.runs.execution import run_execute
+    from webapp.runs.stops import RunCancel
 
-    run_execute(run_id=run_id, cancel=CancelToken())
+    run_execute(run_id=run_id, cancel=RunCancel())
 
 
 @signals.worker_process_init.connect  # each prefork child, as it starts

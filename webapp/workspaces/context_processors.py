@@ -13,7 +13,10 @@ from webapp.workspaces.selectors import changes_waiting_for_user
 
 
 def changes_waiting(request: HttpRequest) -> dict[str, Any]:
-    waiting = changes_waiting_for_user(request.user)
+    user = getattr(request, "user", None)  # the API's requests have no session user
+    if user is None:
+        return {}
+    waiting = changes_waiting_for_user(user)
     if len(waiting) == 1:
         # One change: straight to it on its query's page.
         query_id = waiting[0].run.query_id

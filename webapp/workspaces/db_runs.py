@@ -22,6 +22,7 @@ from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
 from executor import (
+    DbCaps,
     DbTarget,
     ExecutorError,
     Limits,
@@ -56,6 +57,16 @@ def pending_timeout_s() -> float:
     return float(settings.UNDOABLE_DB_PENDING_TIMEOUT_S)
 
 
+def db_caps() -> DbCaps:
+    """How many db processes (running or pending db runs) a person and this host hold at once:
+    the slot folder sits beside the control folders, shared by every process of the host."""
+    return DbCaps(
+        control_base().parent / "db-slots",
+        per_host=settings.UNDOABLE_DB_PROCESSES_PER_HOST,
+        per_user=settings.UNDOABLE_DB_PROCESSES_PER_USER,
+    )
+
+
 @contextlib.contextmanager
 def db_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
     workspace = workspace_for_query(run.query)
@@ -76,6 +87,9 @@ def db_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
         owner_uid=sandbox_host_uid(ensure_executor()),
         max_db_bytes=limits.workdir_quota_mib * 1024 * 1024,
         hide_env=(url_env,),
+        memory_mib=settings.UNDOABLE_DB_MEMORY_MIB,
+        caps=db_caps(),
+        owner=str(run.query.owner_id),
     ) as job:
         engine = "postgres" if url else "sqlite"
         change = PendingChange.objects.create(run=run, kind="db", engine=engine)

@@ -1,6 +1,6 @@
-"""Wake-ups for the threads that hold db transactions open: Keep/Undo reach them at once.
+"""Wake-ups for the threads that hold db transactions open: Keep/Discard reach them at once.
 
-The choice itself is written to the PendingChange row by the Keep/Undo services (any process).
+The choice itself is written to the PendingChange row by the Keep/Discard services (any process).
 The thread holding the transaction lives in the worker that ran the code; in that same process
 `decision_made` wakes it at once and can wait until it has committed or rolled back, so the
 person sees the result of their click; from any other process it notices the row within its

@@ -80,7 +80,8 @@ class WorkspaceUse(models.Model):
 
 class ChangeStatus(models.TextChoices):
     """The words of shared/DESIGN.md: Keep applies a pending change (`kept`), Discard throws it
-    away (`discarded`, by the person or by the pending timeout; `message` says which), and a run
+    away (`discarded`, by the person or by the pending timeout; `message` says which), Undo runs
+    the reverse program after a Keep (`reversed` once that run's own change is kept), and a run
     that failed leaves nothing to decide (`failed`)."""
 
     RUNNING = "running", "Running"
@@ -89,6 +90,7 @@ class ChangeStatus(models.TextChoices):
     DISCARD_REQUESTED = "discard_requested", "Discarding…"
     KEPT = "kept", "Kept"
     DISCARDED = "discarded", "Discarded"
+    REVERSED = "reversed", "Reversed by Undo"
     FAILED = "failed", "Failed: nothing was applied"
 
 

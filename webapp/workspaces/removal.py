@@ -47,7 +47,7 @@ def workspace_files_remove(files: WorkspaceFiles) -> None:
     if files.folder.is_symlink() or not files.folder.is_dir():
         return  # never made, or not ours to follow
     try:
-        # The lock: no begin, keep or undo is half way through while the state goes.
+        # The lock: no begin, keep or discard is half way through while the state goes.
         with FsWorkspace(files.folder / "files", files.state_dir).locked():
             quota_unmount(files.state_dir / "pending")
             if files.is_server_folder:

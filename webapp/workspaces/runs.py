@@ -56,7 +56,11 @@ def rest_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
     if run.direction == RunDirection.REVERSE:
         spec = with_forward_output(spec, forward_output(run))
     with egress_prepared(
-        spec, limits=limits, control_base=control_base(), allow_private=allow_private()
+        spec,
+        limits=limits,
+        control_base=control_base(),
+        uid=sandbox_host_uid(ensure_executor()),
+        allow_private=allow_private(),
     ) as job:
 
         def settle(result: RunResult) -> None:

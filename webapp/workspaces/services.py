@@ -1,4 +1,4 @@
-"""Writes for workspaces and pending changes: upload, Keep, Undo, regenerate the reverse."""
+"""Writes for workspaces and pending changes: upload, Keep, Discard, regenerate the reverse."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from executor import FsWorkspace, InvalidSpec, NothingPending, WorkspaceBusy, sa
 from webapp import llm
 from webapp.executor_glue import ensure_executor
 from webapp.queries.models import Query
-from webapp.runs.models import Run
+from webapp.runs.models import Run, RunDirection
 from webapp.runs.payloads import ChangePayload, ChangeUpdatedEvent
 from webapp.runs.publish import publish_run_event
 from webapp.workspaces import decisions, uploads
@@ -83,7 +83,7 @@ def workspace_upload(*, workspace: Workspace, files: list[UploadedFile]) -> list
     fs = workspace_fs(workspace)
     with fs.locked():
         if fs.pending() is not None:
-            raise WorkspaceBusy("keep or undo the pending change before uploading")
+            raise WorkspaceBusy("keep or discard the pending change before uploading")
         written = uploads.upload_into(workspace.root, workspace.state_dir, files)
     logger.info("workspace upload", extra={"workspace": workspace.pk, "files": len(written)})
     return written
@@ -165,6 +165,32 @@ def change_set(
         extra={"run_id": change.run_id, "change_id": change.pk, "status": status},
     )
     change_publish(change)
+    if status == ChangeStatus.KEPT and change.run.direction == RunDirection.REVERSE:
+        _forward_reversed(change)
+
+
+def _forward_reversed(undo: PendingChange) -> None:
+    """Undo's reverse program was kept: the kept forward change before it is now `reversed`
+    (conditional on its still being kept, so it is marked once)."""
+    forward = (
+        PendingChange.objects.filter(
+            run__query_id=undo.run.query_id,
+            run__direction=RunDirection.FORWARD,
+            status=ChangeStatus.KEPT,
+            created_at__lte=undo.created_at,
+        )
+        .exclude(pk=undo.pk)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+    if forward is None:
+        return
+    message = f"Undo: run #{undo.run_id} ran the reverse program and its change was kept."
+    if PendingChange.objects.filter(pk=forward.pk, status=ChangeStatus.KEPT).update(
+        status=ChangeStatus.REVERSED, message=message, updated_at=timezone.now()
+    ):
+        forward.status, forward.message = ChangeStatus.REVERSED, message
+        change_publish(forward)
 
 
 def change_settle(*, change_id: int, status: str, message: str, timed_out: bool = False) -> None:

@@ -44,6 +44,9 @@ from executor import (
 )
 
 MAX_UPLOAD_BYTES = 64 * 1024 * 1024  # one upload, and everything one request unpacks
+# The upload's request body: the files and the form's framing (part headers, boundaries, the
+# CSRF field). Past it the request is refused from its head, before a byte is stored.
+MAX_UPLOAD_REQUEST_BYTES = MAX_UPLOAD_BYTES + 1024 * 1024
 MAX_UPLOAD_ENTRIES = 10_000  # files and folders one request adds
 _CHUNK = 1 << 20
 # What a damaged archive raises while its directory or a member is read.

@@ -1,4 +1,4 @@
-"""The workspace panel of the query page: files, allowed hosts, the change list, Keep/Undo."""
+"""The workspace panel of the query page: files, allowed hosts, the change list, Keep/Discard."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from django.views.decorators.http import require_GET, require_POST
 
 from executor import ExecutorError
 from webapp import llm
+from webapp.body_caps import body_cap
 from webapp.queries import services as query_services
 from webapp.queries.models import Query
 from webapp.queries.selectors import get_query_for_user
 from webapp.runs.models import Run, RunDirection, RunStatus
-from webapp.workspaces import services
+from webapp.workspaces import services, uploads
 from webapp.workspaces.models import PendingChange
 from webapp.workspaces.runs import forward_output
 from webapp.workspaces.selectors import get_change_for_user, workspace_panel_for_query
@@ -62,6 +63,7 @@ def _decided(request: HttpRequest, change: PendingChange, error: str) -> HttpRes
     )
 
 
+@body_cap(lambda: uploads.MAX_UPLOAD_REQUEST_BYTES)
 @login_required
 @require_POST
 def upload(request: HttpRequest, query_id: int) -> HttpResponse:

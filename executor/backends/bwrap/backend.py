@@ -2,7 +2,9 @@
 
 A run returns as soon as the program's exit status and output are in; its sandbox is then
 killed, reaped and its cgroups removed on a background thread (pool.Reaper). `close()`
-and `wait_idle()` wait for those teardowns, so "nothing is left" holds once they return.
+and `wait_idle()` wait for those teardowns, so "nothing is left" holds once they return; the
+sandboxes' cgroups are made in groups of the backend's own, which `close()` removes with
+anything left in them (cgroups.owner_groups).
 """
 
 from __future__ import annotations
@@ -68,8 +70,10 @@ class BwrapBackend:
         self.rootfs = os.path.abspath(rootfs)
         self.host_uid = host_uid if os.geteuid() == 0 else None
         self.term_grace_s = term_grace_s
-        self.cgroup_parents = cgroups.available_parents() if use_cgroups else {}
-        cgroups.remove_stale(self.cgroup_parents)
+        parents = cgroups.available_parents() if use_cgroups else {}
+        cgroups.remove_stale(parents)
+        # Every group of this backend's sandboxes is made in its own, which close() removes.
+        self.cgroup_parents = cgroups.owner_groups(parents) if parents else {}
         self.pool_limits = pool_limits or Limits()
         self._pool_max_idle_s = pool_max_idle_s
         self._pool: WarmPool | None = None
@@ -188,6 +192,8 @@ class BwrapBackend:
         if self._zygote is not None:
             self._zygote.close()
         self._reaper.close()
+        for group in self.cgroup_parents.values():
+            cgroups.remove_tree(group)
 
     def _zygote_self_check(self) -> None:
         """A zygote that cannot run the self-test is switched off (runs use sandboxes)."""

@@ -1,13 +1,14 @@
 """Per-sandbox cgroups (v1 memory, pids, cpu) where the host lets us create them.
 
-Each sandbox gets its own group under the cgroup this process already lives in, so the host's
-own accounting still covers it. The kernel then enforces resident memory (and tells us about
-an OOM kill), the task count and the CPU share; rlimits stay on as a second line.
+Each sandbox gets its own group below the cgroup this process already lives in, so the host's
+own accounting still covers it: inside a group of its backend's own (`owner_groups`), which the
+backend removes when it closes and a later start removes if the process died first
+(`remove_stale`). The kernel then enforces resident memory (and tells us about an OOM kill),
+the task count and the CPU share; rlimits stay on as a second line.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import os
@@ -227,19 +228,56 @@ class SandboxCgroup:
         return True
 
 
-def remove_stale(parents: dict[str, str], prefix: str = "undoable-") -> None:
-    """Remove empty groups named `<prefix><pid>-<n>` left by a process of ours that died without
-    cleaning up (a live process's are never touched; rmdir refuses a group still in use)."""
+def owner_groups(parents: dict[str, str]) -> dict[str, str]:
+    """A group of one owner's own (a backend) under each parent, named like a sandbox's, for
+    the groups of its sandboxes: `remove_tree` on each takes down all it made, and what a
+    killed server leaves is one tree per controller, found by the next start's `remove_stale`.
+    Empty (no group) when they cannot be made: its sandboxes then run without cgroups."""
+    try:
+        return SandboxCgroup.create(parents).dirs
+    except OSError as exc:
+        logger.warning("no cgroups of our own", extra={"error": str(exc)})
+        return {}
+
+
+def remove_tree(path: str, timeout_s: float = 5.0) -> bool:
+    """Remove the group at `path` and every group below it, deepest first, killing the
+    processes still in each (cgroup v1 refuses to remove a group that holds either); False if
+    one is left."""
+    removed = True
+    for folder, _, _ in os.walk(path, topdown=False):
+        removed = SandboxCgroup({"tree": folder}).remove(timeout_s) and removed
+    return removed
+
+
+# Our groups' names: a sandbox's or an owner's, and (before owners had groups) a zygote
+# template's, each with the pid of the process that made it and a serial number.
+STALE_PREFIXES = ("undoable-zygote-", "undoable-")
+
+
+def _owner_pid(name: str) -> int | None:
+    """The pid in one of our groups' names (`<prefix><pid>-<n>`), None for any other name."""
+    for prefix in STALE_PREFIXES:
+        if name.startswith(prefix):
+            owner, _, serial = name.removeprefix(prefix).partition("-")
+            return int(owner) if owner.isdigit() and serial.isdigit() else None
+    return None
+
+
+def remove_stale(parents: dict[str, str]) -> None:
+    """Remove our groups of owners that no longer exist (a server killed before it could clean
+    up): with what is below them, their processes killed. A live process's are never touched
+    (a pid taken again keeps them: late, never wrong)."""
     for parent in parents.values():
         try:
             names = os.listdir(parent)
         except OSError:
             continue
         for name in names:
-            owner, _, serial = name.removeprefix(prefix).partition("-")
-            if not name.startswith(prefix) or not owner.isdigit() or not serial.isdigit():
+            owner = _owner_pid(name)
+            if owner is None:
                 continue
-            if int(owner) == os.getpid() or os.path.exists(f"/proc/{owner}"):
+            if owner == os.getpid() or os.path.exists(f"/proc/{owner}"):
                 continue
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.join(parent, name))
+            if not remove_tree(os.path.join(parent, name)):
+                logger.warning("a stale cgroup stays", extra={"cgroup": name})

@@ -6,6 +6,7 @@ and the Docker backend's zygote runs (backends/docker/template.py).
 
 from __future__ import annotations
 
+import logging
 import marshal
 import os
 import signal
@@ -15,13 +16,15 @@ from executor.backends.base import OutputCallback
 from executor.backends.bwrap.loop import Outcome, RunLoop
 from executor.backends.bwrap.pool import Reaper, Sandbox
 from executor.cancel import CancelToken
-from executor.errors import InvalidSpec, SandboxFailed
+from executor.errors import InvalidSpec
 from executor.limits import Limits
 from executor.policy.bwrap_args import program_env, program_rlimits
-from executor.result import RunResult
+from executor.result import SUPERVISOR_LOST, RunResult
 from executor.spec import RunSpec
 from executor.stops import StopFacts, limit_that_stopped
 from executor.streaming import OutputPump
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,7 @@ def execute(
     status = outcome.status
     if status is None:
         if not (outcome.killed or oom):
-            detail = pump.stderr[-2000:]  # bwrap's own complaint shares the stderr pipe
-            raise SandboxFailed(f"sandbox exited without a program status: {detail}")
+            return _supervisor_lost(pump, outcome)
         exit_code, sig = None, signal.SIGKILL.value
     elif os.WIFSIGNALED(status):
         exit_code, sig = None, os.WTERMSIG(status)
@@ -93,6 +95,25 @@ def execute(
         limit=limit,
         images=outcome.images.images,
         image_notes=outcome.images.notes,
+    )
+
+
+def _supervisor_lost(pump: OutputPump, outcome: Outcome) -> RunResult:
+    """A failed run, said so on its stderr: the supervisor ended with no status for it (what
+    the program did to it, or bwrap's own failure, whose complaint shares the stderr pipe)."""
+    tail = pump.stderr[-500:]
+    logger.warning("a sandbox's supervisor ended without a status", extra={"tail": tail})
+    pump.host_line(SUPERVISOR_LOST)
+    return RunResult(
+        exit_code=None,
+        signal=None,
+        stdout=pump.stdout,
+        stderr=pump.stderr,
+        timed_out=False,
+        oom_killed=False,
+        truncated=pump.truncated,
+        duration_s=outcome.duration_s,
+        cancelled=outcome.cancelled,
     )
 
 

@@ -31,7 +31,7 @@ from typing import Protocol, cast
 
 from executor.backends.bwrap import fdwait
 from executor.backends.bwrap.cgroup_stock import CgroupStock
-from executor.backends.bwrap.cgroups import SandboxCgroup, remove_stale
+from executor.backends.bwrap.cgroups import SandboxCgroup
 from executor.backends.bwrap.kernel_files import nspid, write_text
 from executor.backends.bwrap.pool import Sandbox
 from executor.errors import SandboxFailed
@@ -546,7 +546,6 @@ class Zygote:
         self._max_age_s = max_age_s
         self._run_cgroups = CgroupStock(cgroup_parents)
         self._expected_uid = expected_uid
-        remove_stale(cgroup_parents, prefix=TEMPLATE_CGROUP_PREFIX)
         self._lock = threading.Lock()
         self._template: Template | None = None
         self._retry_at = 0.0

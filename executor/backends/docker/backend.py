@@ -96,6 +96,8 @@ class DockerBackend:
         self._use_zygote = zygote
         self.host_uid = host_uid
         self._forked: ForkedRuns | None = None
+        # Whether a client ever connected: a backend that never did has nothing to remove.
+        self._reached_engine = False
         # The forked runs' cgroups (leak checks read this; none without them).
         self.cgroup_parents: dict[str, str] = {}
 
@@ -158,6 +160,8 @@ class DockerBackend:
         if forked is not None:
             forked.close()
         self._remover.close()
+        if not self._reached_engine:
+            return  # it started nothing there (and there may be no engine to ask)
         for container in self._list({INSTANCE_LABEL: self.instance_id}):
             self._remove(container["Id"])
 
@@ -383,6 +387,7 @@ class DockerBackend:
             else:
                 client = docker.from_env()
             self._local.client = client
+            self._reached_engine = True
         return client
 
     def _api(self) -> Any:

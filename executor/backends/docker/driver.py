@@ -11,8 +11,10 @@ length, payload), proposes the output folder's entries once every process of the
 
 Why PID 1 and not docker-init: the init of a PID namespace ignores signals from inside it that
 it has no handler for, and `kill(-1)` skips it, so a hostile program (`kill -9 -1`, `kill -9 1`)
-cannot take the reporter down with it; as init it also reaps orphans and daemons. It makes
-itself non-dumpable so the same-uid program cannot ptrace it or read its /proc entries.
+cannot take the reporter down with it; as init it also reaps orphans and daemons. It installs no
+handler at all: Python's SIGINT one is replaced by "ignore", and it learns that a child ended
+from a signalfd with SIGCHLD blocked (a spoofed SIGCHLD costs it one look for children to reap).
+It makes itself non-dumpable so the same-uid program cannot ptrace it or read its /proc entries.
 It enforces the wall limit itself, so the limit holds even if the host process dies.
 
 Session mode (a third argument, JSON): the program's process is the session's REPL driver
@@ -53,6 +55,8 @@ IMAGE_CHUNK = 256 * 1024  # image bytes per frame: frames are capped at 1 MiB (w
 PR_SET_DUMPABLE = 4
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
+SFD_NONBLOCK = 0o4000
+SFD_CLOEXEC = 0o2000000
 
 # The program's process: `python3 -u -c PROGRAM`. It says it is up on fd 4, reads its job on
 # fd 3, then becomes the program: bash via exec, Python in this very interpreter, in a fresh
@@ -191,6 +195,22 @@ def write_files(files):
             f.write(base64.b64decode(data))
 
 
+def child_exits_fd():
+    """A descriptor that turns readable when a child of ours ends (read it to clear it).
+
+    SIGCHLD is blocked and read from a signalfd: a handler would do as well, but any handler
+    lets the program signal PID 1, where with none the kernel drops what it sends. The signal
+    mask is inherited: become_program unblocks it for the program.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    mask = (ctypes.c_ulong * 16)(1 << (signal.SIGCHLD - 1))  # a sigset_t holding SIGCHLD
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.signalfd(-1, mask, SFD_NONBLOCK | SFD_CLOEXEC)
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "signalfd")
+    return fd
+
+
 class Program:
     """The program's process, started before the job exists; see PROGRAM."""
 
@@ -242,8 +262,8 @@ def become_program(seccomp_bpf, child_fds, argv=("python3", "-u", "-c", PROGRAM)
             os.dup2(fd, target)
         err = 2
         os.closerange(5, 65536)
-        for sig in (signal.SIGCHLD, signal.SIGINT):
-            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         os.chdir(WORKDIR)
         install_seccomp(seccomp_bpf)
         os.execve("/usr/bin/python3", list(argv), env)  # noqa: S606
@@ -326,11 +346,7 @@ class Run:
             os.close(fd)
 
     def execute(self):
-        wake_r, wake_w = os.pipe()
-        os.set_blocking(wake_r, False)
-        os.set_blocking(wake_w, False)
-        signal.signal(signal.SIGCHLD, lambda *_: None)
-        signal.set_wakeup_fd(wake_w)
+        wake_r = child_exits_fd()
         program = self.program
         stdin_w, out_r, err_r = program.stdin_w, program.out_r, program.err_r
         oom_before = oom_kills()
@@ -465,11 +481,7 @@ def serve_session(seccomp_bpf, session):
         become_program(seccomp_bpf, child_fds, argv, dict(BASE_ENV, **session["env"]))
     for fd in (cmd_r, reply_w, null):
         os.close(fd)
-    wake_r, wake_w = os.pipe()
-    for fd in (wake_r, wake_w):
-        os.set_blocking(fd, False)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.set_wakeup_fd(wake_w)
+    wake_r = child_exits_fd()
     sel = selectors.DefaultSelector()
     sel.register(0, selectors.EVENT_READ, "host")
     sel.register(reply_r, selectors.EVENT_READ, "driver")
@@ -522,8 +534,9 @@ def write_all(fd, data):
 
 def main():
     ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no ptrace, no /proc/1 reads
-    # As PID 1 we only get signals we have a handler for; Python's SIGINT handler would let
-    # the program interrupt us (KeyboardInterrupt), so drop it. The child restores it.
+    # As PID 1 we only get signals we have a handler for; Python's SIGINT handler, the only one
+    # the interpreter installs, would let the program interrupt us (KeyboardInterrupt), so it
+    # goes (SIGCHLD: child_exits_fd). The program's interpreter installs its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if len(sys.argv) > 2:
         serve_session(base64.b64decode(sys.argv[1]), json.loads(sys.argv[2]))

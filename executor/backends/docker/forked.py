@@ -62,10 +62,12 @@ class ForkedRuns:
     ) -> ForkedRuns | None:
         """Set up and self-test; None (logged) when the host cannot have it."""
         parents = cgroups.available_parents() if os.geteuid() == 0 else {}
+        cgroups.remove_stale(parents)
+        # The runs' groups are made in groups of our own, which close() removes.
+        parents = cgroups.owner_groups(parents) if parents else {}
         if not parents:
             logger.info("no cgroups of our own: every docker run gets a container")
             return None
-        cgroups.remove_stale(parents)
         remove_stale_folders()
         zygote = Zygote(
             start_template=functools.partial(
@@ -135,3 +137,5 @@ class ForkedRuns:
             self._pool = None
         self._zygote.close()
         self._reaper.close()
+        for group in self.cgroup_parents.values():
+            cgroups.remove_tree(group)

@@ -7,6 +7,7 @@ this side adds a wall-time backstop, cancellation, and an output cap of its own.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from typing import Any, Protocol, cast
@@ -23,9 +24,11 @@ from executor.backends.docker.wire import (
 from executor.cancel import CancelToken
 from executor.errors import SandboxFailed
 from executor.limits import Limits
-from executor.result import RunResult
+from executor.result import SUPERVISOR_LOST, RunResult
 from executor.stops import StopFacts, limit_that_stopped
 from executor.streaming import OutputPump
+
+logger = logging.getLogger(__name__)
 
 # The supervisor enforces the wall limit; we kill the container this much later if it did not.
 BACKSTOP_S = 3.0
@@ -113,8 +116,7 @@ class DockerSession:
         if status is None and self.killed_for is None:
             state = self.backend.inspect_state(self.container.id)
             if not state.get("OOMKilled"):
-                stderr = self.driver_stderr.decode(errors="replace")
-                raise SandboxFailed(f"the sandbox supervisor died without a status: {stderr}")
+                return self._supervisor_lost(duration)
             status = {"exit_code": None, "signal": SIGKILL, "oom_killed": True}
         if status is None:
             truncated = self.killed_for == "truncated" or self.pump.truncated
@@ -131,6 +133,25 @@ class DockerSession:
                 stdout=self.pump.stdout,
                 stderr=self.pump.stderr,
             )
+        return self._from_status(status, duration)
+
+    def _supervisor_lost(self, duration: float) -> RunResult:
+        """A failed run, said so on its stderr: the supervisor ended with no status for it."""
+        tail = self.driver_stderr[-500:].decode(errors="replace")
+        logger.warning("a sandbox's supervisor ended without a status", extra={"tail": tail})
+        self.pump.host_line(SUPERVISOR_LOST)
+        return RunResult(
+            exit_code=None,
+            signal=None,
+            timed_out=False,
+            oom_killed=False,
+            truncated=self.pump.truncated,
+            duration_s=duration,
+            stdout=self.pump.stdout,
+            stderr=self.pump.stderr,
+        )
+
+    def _from_status(self, status: dict[str, Any], duration: float) -> RunResult:
         facts = StopFacts(
             exit_code=status.get("exit_code"),
             signal=status.get("signal"),

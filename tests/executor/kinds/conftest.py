@@ -33,7 +33,7 @@ def limits() -> Limits:
 @pytest.fixture
 def place() -> Iterator[Path]:
     """A folder under var/tmp: bwrap runs as an unprivileged uid and pytest's tmp is 0700."""
-    base = REPO / "var" / "tmp"
+    base = (REPO / "var" / "tmp").resolve()  # canonical: var/ may be a link (a worktree's)
     base.mkdir(parents=True, exist_ok=True)
     base.chmod(0o711)
     folder = Path(tempfile.mkdtemp(prefix="kinds-", dir=base))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+from db_runs import switch_off_extended_protocol_here
 
 from executor.kinds import db_postgres, db_sqlite
 from executor.kinds.db_engines import DbSession, open_postgres, open_sqlite
@@ -487,3 +489,130 @@ def test_sabotage_postgres_without_the_policy_the_dollar_quote_commits(
         session.execute(DOLLAR_COMMIT)
     session.close()  # Undo comes too late
     assert pg_balances(url) == [("ana", 0), ("bo", 0)]
+
+
+# Issue 41: one statement per protocol message, on every path a statement takes (no rows,
+# rows, executemany), even when the text holds more than the parser saw.
+SMUGGLED = {
+    "no rows": lambda pg: pg.execute("UPDATE accounts SET balance = 0; COMMIT"),
+    "rows": lambda pg: pg.execute("SELECT 1; UPDATE accounts SET balance = 0; COMMIT"),
+    "executemany": lambda pg: pg.executemany("UPDATE accounts SET balance = 0; COMMIT", [[]]),
+}
+
+
+def smuggle_breaches(url: str, pg: DbSession, path: str) -> list[str]:
+    try:
+        SMUGGLED[path](pg)
+    except StatementFailed as exc:
+        if "multiple commands" not in str(exc) and "the run stops" not in str(exc):
+            return [f"an unexpected failure: {exc}"]
+    pg.rollback()
+    return [] if pg_balances(url) == [("ana", 10), ("bo", 20)] else ["committed by the program"]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("path", sorted(SMUGGLED))
+def test_deny_postgres_runs_one_statement_per_message(url, pg, path, monkeypatch) -> None:
+    monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: sql.startswith("SELECT"))
+    assert smuggle_breaches(url, pg, path) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.sabotage
+@pytest.mark.parametrize("path", ["no rows", "executemany"])
+def test_sabotage_postgres_without_the_extended_protocol_a_text_runs_several(
+    url, pg, path, monkeypatch
+) -> None:
+    monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: False)
+    switch_off_extended_protocol_here(monkeypatch)
+    assert smuggle_breaches(url, pg, path) == ["committed by the program"]
+
+
+@pytest.mark.postgres
+def test_postgres_cancel_from_another_thread_ends_the_statement(url, pg) -> None:
+    # executed on a thread, as the broker does; cancel() comes from the one finishing the run
+    failure: list[Exception] = []
+    worker = threading.Thread(target=sleep_on, args=(pg, failure))
+    worker.start()
+    wait_until(lambda: active_sleeps(url))
+    pg.cancel()
+    worker.join()
+    assert "canceling statement" in str(failure[0])
+    assert active_sleeps(url) == []
+    assert pg.execute("SELECT 1").rows == [[1]]  # the statement failed alone
+    pg.commit()
+
+
+def sleep_on(pg: DbSession, failure: list[Exception]) -> None:
+    try:
+        pg.execute("SELECT pg_sleep(60)")
+    except StatementFailed as exc:
+        failure.append(exc)
+
+
+def wait_until(ready: Callable[[], object], within_s: float = 30) -> None:
+    end = time.monotonic() + within_s
+    while not ready():
+        assert time.monotonic() < end, "the statement never started"
+        time.sleep(0.05)
+
+
+def active_sleeps(url: str) -> list[tuple]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE state = 'active' "
+            "AND query LIKE '%pg_sleep(60)%' AND pid <> pg_backend_pid()"
+        ).fetchall()
+
+
+@pytest.mark.postgres
+def test_postgres_a_statement_deaf_to_cancel_loses_its_connection(url, monkeypatch) -> None:
+    assert sever_breaches(url, monkeypatch) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.sabotage
+def test_sabotage_postgres_without_the_cut_a_deaf_statement_holds_its_thread(
+    url, monkeypatch
+) -> None:
+    monkeypatch.setattr(db_postgres.PostgresSession, "_sever", lambda self: None)
+    assert sever_breaches(url, monkeypatch) == ["the statement still holds its thread"]
+
+
+@pytest.mark.postgres
+@pytest.mark.sabotage
+def test_sabotage_postgres_without_the_check_interval_the_server_runs_on(url, monkeypatch) -> None:
+    monkeypatch.setattr(db_postgres, "_NEWER_SETTINGS", "SELECT 1")
+    monkeypatch.setitem(db_postgres._PINNED, "client_connection_check_interval", ("0",))
+    assert sever_breaches(url, monkeypatch) == ["the server still runs the statement"]
+
+
+def sever_breaches(url: str, monkeypatch) -> list[str]:
+    """A statement the server does not stop on a cancel request (simulated: the request is
+    never sent): cancel() must still free the thread waiting on it, and the server end it
+    (its own statement_timeout, 120 s, out of play)."""
+    monkeypatch.setattr(psycopg.Connection, "cancel_safe", lambda self, timeout=0: None)
+    pg = open_postgres(url, allow_private=True, statement_timeout_s=120)
+    failure: list[Exception] = []
+    worker = threading.Thread(target=sleep_on, args=(pg, failure))
+    worker.start()
+    wait_until(lambda: active_sleeps(url))
+    pg.cancel()
+    found = []
+    if worker.is_alive():
+        found.append("the statement still holds its thread")
+        with psycopg.connect(url, autocommit=True) as conn:
+            for (pid,) in active_sleeps(url):
+                conn.execute("SELECT pg_cancel_backend(%s)", [pid])
+    worker.join()
+    for _ in range(100):  # the server notices the cut within its check interval (1 s)
+        if not active_sleeps(url):
+            break
+        time.sleep(0.1)
+    else:
+        found.append("the server still runs the statement")
+        with psycopg.connect(url, autocommit=True) as conn:
+            for (pid,) in active_sleeps(url):
+                conn.execute("SELECT pg_cancel_backend(%s)", [pid])
+    pg.close()
+    return found

@@ -1,4 +1,5 @@
-"""The db kind on SQLite in real bwrap sandboxes: the host holds the transaction until Keep/Undo."""
+"""The db kind on SQLite in real bwrap sandboxes: the host holds the transaction until Keep or
+Discard."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from db_runs import run_db, switch_off_sqlite_guards
+from db_runs import run_db, run_past_its_end, switch_off, switch_off_sqlite_guards
 
 from executor.kinds.db import SqliteTarget
 from executor.kinds.errors import NothingPending
@@ -55,6 +56,9 @@ def test_three_inserted_users_are_there_after_keep(backend, limits, place, works
     )
     result, outcome = run_db(backend, limits, place, target, code)
     assert "3 row(s) affected" in result.stdout
+    # A statement without a row count says it was done, never "-1 row(s) affected".
+    assert "[db] CREATE TABLE users (name TEXT) -> done\n" in result.stdout
+    assert "-1" not in result.stdout
     assert "3\n" in result.stdout
     assert rows(workspace, "SELECT count(*) FROM sqlite_master WHERE name='users'") == [(0,)]
     outcome.pending.keep()
@@ -163,3 +167,29 @@ def test_sabotage_without_the_authorizer_the_code_reads_host_files(
 ):
     switch_off_sqlite_guards(monkeypatch)
     assert host_file_breaches(backend, limits, place, target, bait) != []
+
+
+# Issue 41, finding 2 on SQLite: a statement the run started must end with the run (a Stop, a
+# crash or its wall time), not when the session's own deadline comes.
+ENDLESS = (
+    "db.execute('WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+    "SELECT count(*) FROM c')\n"
+)
+
+
+def endless_breaches(backend, place, target) -> list[str]:
+    _, found = run_past_its_end(backend, place, target, ENDLESS)
+    return found
+
+
+def test_deny_a_long_sqlite_statement_ends_with_its_run(backend, place, workspace, target):
+    assert endless_breaches(backend, place, target) == []
+    assert rows(workspace, "SELECT count(*) FROM accounts") == [(2,)]
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_interrupt_a_sqlite_statement_outlives_its_run(
+    backend, place, target, monkeypatch
+):
+    switch_off(monkeypatch, "sqlite cancel")
+    assert endless_breaches(backend, place, target) != []

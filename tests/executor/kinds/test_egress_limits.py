@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from executor.kinds import egress, egress_proxy
+from executor.kinds import egress, egress_proxy, run_socket
+from executor.kinds.sandbox import sandbox_host_uid
 from executor.limits import Limits
 from executor.result import OutputChunk
 from executor.spec import RunSpec
@@ -74,7 +75,10 @@ def run_idle_then_post(backend, limits, place, slack, *, wait_s: float):
     env = {"SLACK_URL": slack.base_url, "SLACK_TOKEN": TOKEN}
     spec = RunSpec(code=code, allowed_hosts=(f"127.0.0.1:{slack.port}",), env=env)
     during: list[tuple[int, bool]] = []
-    with egress.prepared(spec, limits=limits, control_base=place, allow_private=True) as job:
+    uid = sandbox_host_uid(backend)
+    with egress.prepared(
+        spec, limits=limits, control_base=place, uid=uid, allow_private=True
+    ) as job:
 
         def on_output(chunk: OutputChunk) -> None:
             accepted = job.proxy.wait_accepted(IDLE, timeout_s=15.0)
@@ -123,8 +127,10 @@ def test_sabotage_without_the_cap_and_the_head_timeout_idle_connections_stay_ope
     assert (accepted, threads <= before + 5) == (True, True), (before, threads)
 
 
-def test_close_ends_the_loop_and_every_connection_it_held(place):
-    proxy = egress_proxy.EgressProxy(place, (), allow_private=False)
+def test_close_ends_the_loop_and_every_connection_it_held(place, monkeypatch):
+    # The clients are this test's own sockets, not a sandbox's: past the peer check.
+    monkeypatch.setattr(run_socket, "peer_refusal", lambda *args, **kwargs: None)
+    proxy = egress_proxy.EgressProxy(place, (), allow_private=False, uid=None)
     clients = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(3)]
     for client in clients:
         client.connect(str(proxy.path))

@@ -11,6 +11,7 @@ import pytest
 
 from executor.kinds import egress
 from executor.kinds.egress import with_forward_output
+from executor.kinds.sandbox import sandbox_host_uid
 from executor.spec import RunSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fakes"))
@@ -28,7 +29,11 @@ def slack() -> Iterator[FakeSlackServer]:
 def run_spec(backend, limits, place, spec, *, allow_private=True):
     """The same lifecycle the web app uses: prepared, run in a real sandbox, finished."""
     with egress.prepared(
-        spec, limits=limits, control_base=place, allow_private=allow_private
+        spec,
+        limits=limits,
+        control_base=place,
+        uid=sandbox_host_uid(backend),
+        allow_private=allow_private,
     ) as job:
         result = backend.run(job.spec, limits=job.limits, mounts=job.mounts)
         return result, job.finish(result)

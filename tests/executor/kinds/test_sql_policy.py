@@ -91,6 +91,22 @@ REFUSED = {
     "deep parentheses": "SELECT " + "(" * 10_000 + "1" + ")" * 10_000,
     "deep function calls": "SELECT " + "f(" * 10_000 + "1" + ")" * 10_000,
     "a left-deep chain of 500,000 operators": "SELECT " + "+".join(["1"] * 500_000),
+    # Issue 41: system catalogs (pg_settings' rule calls set_config), and sequence rewinds.
+    "UPDATE pg_settings": "UPDATE pg_settings SET setting = 'off' WHERE name = 'x'",
+    "UPDATE pg_catalog.pg_settings": "UPDATE pg_catalog.pg_settings SET setting = '0'",
+    "a catalog write in a CTE": "WITH u AS (UPDATE pg_settings SET setting = 1) SELECT 1",
+    "INSERT into a catalog": "INSERT INTO pg_catalog.pg_description VALUES (1, 1, 0, 'x')",
+    "DELETE from information_schema": "DELETE FROM information_schema.sql_features",
+    "MERGE into a catalog": "MERGE INTO pg_settings USING t ON true WHEN MATCHED THEN DELETE",
+    "TRUNCATE a catalog": "TRUNCATE t, pg_catalog.pg_shdescription",
+    "ALTER TABLE of a catalog": "ALTER TABLE pg_class ADD COLUMN x int",
+    "setval": "SELECT setval('s', 1)",
+    "qualified setval": "SELECT pg_catalog.setval('s', 1, false)",
+    "setval in a CTE": "WITH r AS (SELECT setval('s', 1)) INSERT INTO t SELECT * FROM r",
+    "ALTER SEQUENCE RESTART": "ALTER SEQUENCE s RESTART",
+    "ALTER SEQUENCE RESTART WITH": "ALTER SEQUENCE s INCREMENT 2 RESTART WITH 1",
+    "identity RESTART": "ALTER TABLE t ALTER COLUMN id RESTART WITH 1",
+    "identity SET ... RESTART": "ALTER TABLE t ALTER COLUMN id SET INCREMENT BY 2 RESTART",
 }
 
 ALLOWED = {
@@ -123,6 +139,12 @@ ALLOWED = {
     "ordinary functions": "SELECT count(*), lower('A'), now(), nextval('s') FROM t",
     "text that looks like SQL": "SELECT 'COMMIT; SET ROLE x', $$; COMMIT$$, \"pg_ls_dir\" FROM t",
     "percent signs": "SELECT '%s %(x)s %%' LIKE '%'",
+    "reading pg_settings": "SELECT name, setting FROM pg_settings",
+    "a table of ones own named pg_*": "UPDATE public.pg_x SET y = 1",
+    "other sequence changes": "ALTER SEQUENCE s INCREMENT 2 MAXVALUE 1000",
+    "TRUNCATE ... RESTART IDENTITY (transactional, under an exclusive lock)": (
+        "TRUNCATE t RESTART IDENTITY"
+    ),
     "a long flat insert": "INSERT INTO t VALUES "
     + ", ".join(f"({i}, 'x', NULL)" for i in range(5000)),
 }

@@ -21,6 +21,7 @@ from executor.limits import Limits
 from executor.sessions import sandbox as session_sandbox
 from executor.sessions.files import FileMissing, WorkspaceFull
 from executor.sessions.manager import (
+    Session,
     SessionBusy,
     SessionConfig,
     SessionManager,
@@ -337,3 +338,91 @@ def test_sabotage_without_the_cap_the_host_buffers_the_forged_reply(
     result = session.exec(FORGED_REPLY)
     assert "no reply before the deadline" in result.stderr
     assert len(sandbox._buf) > 16 * MIB > cap
+
+
+# Every signal there is to the session's PID 1 (bwrap's init, or the Docker supervisor), then
+# what PID 1 catches: nothing, so the kernel dropped them all (issue 41, item 9).
+SIGNAL_PID_1 = """
+import os, signal
+for sig in sorted(signal.valid_signals()):
+    os.kill(1, sig)
+with open("/proc/1/status") as status:
+    caught = next(line.split()[1] for line in status if line.startswith("SigCgt:"))
+print("PID 1 catches", caught)
+"""
+
+
+def check_a_cell_cannot_signal_the_sessions_pid_1(manager: SessionManager) -> None:
+    session = manager.create()
+    session.exec("kept = 'yes'")
+    assert session.exec(SIGNAL_PID_1).stdout == f"PID 1 catches {'0' * 16}\n"
+    assert session.exec("kept").stdout == "'yes'\n"
+
+
+def test_a_cell_cannot_signal_the_sessions_pid_1(manager_factory):
+    check_a_cell_cannot_signal_the_sessions_pid_1(manager_factory())
+
+
+@pytest.mark.sabotage
+@pytest.mark.parametrize(
+    # bwrap's sessions have bwrap's own init as PID 1: nothing of ours to sabotage there.
+    "session_backend",
+    [pytest.param("docker", marks=pytest.mark.docker)],
+    indirect=True,
+)
+def test_sabotage_a_docker_session_supervisor_with_a_sigint_handler_is_caught(
+    manager_factory, monkeypatch
+):
+    from executor.backends.docker import backend as docker_backend
+
+    drop = "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    keep = "    signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    assert drop in docker_backend.DRIVER_SOURCE
+    monkeypatch.setattr(
+        docker_backend, "DRIVER_SOURCE", docker_backend.DRIVER_SOURCE.replace(drop, keep)
+    )
+    with pytest.raises((AssertionError, ExecutorError)):
+        check_a_cell_cannot_signal_the_sessions_pid_1(manager_factory())
+
+
+def close_during_a_cell(manager: SessionManager) -> tuple[object, int]:
+    """Close a session while a cell runs on another thread: what the cell returned (or
+    raised), and the sandbox's pid."""
+    session = manager.create()
+    outcome: dict[str, object] = {}
+
+    def cell() -> None:
+        try:
+            outcome["result"] = session.exec("import time; time.sleep(4)")
+        except Exception as exc:  # what a request thread would turn into a 500
+            outcome["result"] = exc
+
+    worker = threading.Thread(target=cell)
+    worker.start()
+    while not session._lock.locked() and worker.is_alive():
+        threading.Event().wait(0.01)
+    threading.Event().wait(0.3)  # the cell is reading its reply
+    manager.close(session.id)
+    worker.join(15)
+    return outcome.get("result"), session.pid
+
+
+def test_closing_a_session_during_a_cell_ends_the_cell_with_a_reason(manager_factory):
+    result, pid = close_during_a_cell(manager_factory())
+    # The cell saw its sandbox end, not a descriptor closed under it (which another thread
+    # could already have reopened as someone else's file).
+    assert not isinstance(result, Exception), result
+    assert result.exit_code is None and "state is lost" in result.stderr  # type: ignore[union-attr]
+    assert process_gone(pid)
+
+
+@pytest.mark.sabotage
+def test_sabotage_closing_the_descriptors_under_a_cell_makes_it_fail(
+    manager_factory, session_backend, monkeypatch
+):
+    if session_backend == "docker":
+        pytest.skip("the Docker channel reads its closed socket as the sandbox's end")
+    # As before: the sandbox killed and its pipes closed at once, whatever a cell is reading.
+    monkeypatch.setattr(Session, "kill", lambda self, *, reason="closed": self._release(reason))
+    result, _ = close_during_a_cell(manager_factory())
+    assert isinstance(result, OSError), result  # EBADF, which the API answered as a 500

@@ -165,7 +165,7 @@ def test_refresh_gives_a_new_token_with_the_same_scopes(owner_client, provider) 
     token = sign_in(owner_client, ["items.read", "items.write"])
     response = owner_client.post(
         "/connections/generic/refresh",
-        {"refresh_token": token["refresh_token"], "scopes": token["scopes"]},
+        {"refresh_token": token["refresh_token"], "grant": token["grant"]},
         content_type="application/json",
     )
     fresh = response.json()

@@ -334,7 +334,7 @@ def _connect_with_the_canary() -> str:
         provider.issue_access_token(CANARY)
         refreshed = client.post(
             "/connections/generic/refresh",
-            json.dumps({"refresh_token": token["refresh_token"]}),
+            json.dumps({"refresh_token": token["refresh_token"], "grant": token["grant"]}),
             content_type="application/json",
         )
         assert refreshed.json()["access_token"] == CANARY

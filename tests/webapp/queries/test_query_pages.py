@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.test import override_settings
 from django.urls import reverse
 
 from tests.factories import QueryFactory, RunFactory
@@ -29,6 +30,17 @@ def test_without_an_llm_the_home_page_says_how_to_configure_one(owner_client, no
     for name in ("LLM_BASE_URL", "LLM_API_KEY", "LLM_MODEL"):
         assert name in page
     assert "Write code by hand" in page
+
+
+@pytest.mark.django_db
+def test_the_home_page_says_which_changes_expire_and_which_wait_for_good(owner_client) -> None:
+    with override_settings(UNDOABLE_DB_PENDING_TIMEOUT_S=600):
+        page = owner_client.get(reverse("queries:home")).content.decode()
+    assert "a file change waits for good" in page
+    assert "a database change is discarded automatically after 10 minutes" in page
+    with override_settings(UNDOABLE_DB_PENDING_TIMEOUT_S=90):
+        page = owner_client.get(reverse("queries:home")).content.decode()
+    assert "discarded automatically after 90 seconds" in page
 
 
 def test_code_can_be_written_by_hand_without_an_llm(owner_client, owner, no_llm) -> None:

@@ -27,10 +27,11 @@ from tests.factories import QueryFactory, RunFactory
 from tests.local_servers import celery_worker_argv
 from tests.servers import RedisServer
 from tests.webapp.runs.test_run_consumer import connect, receive_until_final
+from tests.webapp.runs.waiting import wait_until
 from webapp.celery import app as celery_app
 from webapp.redis_client import cache_settings
 from webapp.reliability.workers import process_state
-from webapp.runs import services
+from webapp.runs import run_backends, services
 from webapp.runs.models import Run, RunChunk, RunStatus
 from webapp.runs.reaper import WORKER_LOST
 
@@ -256,3 +257,38 @@ def test_kind_runs_go_to_the_kinds_queue_and_python_runs_stay_on_the_default_one
     assert Run.objects.get(pk=held.pk).status == RunStatus.QUEUED
     client.delete("kinds-test")
     client.close()
+
+
+def final(run: Run) -> Run:
+    wait_until(lambda: Run.objects.get(pk=run.pk).is_final, timeout=60, what=f"run {run.pk}")
+    run.refresh_from_db()
+    return run
+
+
+def a_busy_owner_and_a_newcomer_on_the_workers() -> tuple[list[Run], Run]:
+    """Owner A queues three times as many sleeping runs as the worker has processes (2), then
+    owner B one print; all of them finish."""
+    busy = QueryFactory(forward_code="import time\ntime.sleep(1.5)\n")
+    sleepers = [services.query_run(query=busy) for _ in range(6)]
+    newcomer = services.query_run(query=QueryFactory(forward_code="print(1)\n"))
+    return [final(run) for run in sleepers], final(newcomer)
+
+
+def test_on_the_workers_a_newcomers_run_goes_before_a_busy_owners_queue() -> None:
+    sleepers, newcomer = a_busy_owner_and_a_newcomer_on_the_workers()
+
+    assert [run.status for run in [*sleepers, newcomer]] == [RunStatus.SUCCEEDED] * 7
+    starts = sorted(run.started_at for run in sleepers)
+    # A's first two held both processes; B's run took the first one to come free.
+    assert starts[1] < newcomer.started_at < starts[2]
+
+
+@pytest.mark.sabotage
+def test_sabotage_with_one_priority_for_all_the_newcomer_waits_for_the_busy_owners_queue(
+    monkeypatch,
+) -> None:
+    monkeypatch.setattr(run_backends, "run_priority", lambda run_id, *, owner_id: 0)
+
+    sleepers, newcomer = a_busy_owner_and_a_newcomer_on_the_workers()
+
+    assert newcomer.started_at > max(run.started_at for run in sleepers)

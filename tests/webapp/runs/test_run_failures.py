@@ -103,6 +103,9 @@ def test_the_page_shows_why_the_last_run_failed_and_the_way_to_the_credentials(
     assert "Missing credential: SLACK_TOKEN. Nothing was run." in page
     assert 'href="#credentials" class="button small" data-go-credentials' in page
     assert 'id="credentials"' in page
+    # One next step, said once: the link, not the same words beside it (issue 42, finding 3).
+    assert "<span data-run-reason-next hidden>Add it in the credentials panel" in page
+    assert ">Add it in the Credentials card, then run again</a>" in page
 
 
 def test_the_page_hides_the_reason_when_the_last_run_succeeded(owner, owner_client) -> None:

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 @pytest.fixture
 def workspaces_root() -> Iterator[Path]:
-    base = REPO / "var" / "tmp"
+    base = (REPO / "var" / "tmp").resolve()  # canonical: var/ may be a link (a worktree's)
     base.mkdir(parents=True, exist_ok=True)
     base = base.resolve()  # var/ may be a link (a worktree's): mount sources must be canonical
     base.chmod(0o711)

@@ -1,4 +1,4 @@
-"""The change panel on the query page: in the first HTML, and Keep / Discard changes by fetch
+"""The change panel on the query page: in the first HTML, and Keep / Discard by fetch
 (JSON with the panel as it now stands) or by a plain form (a redirect back)."""
 
 from __future__ import annotations

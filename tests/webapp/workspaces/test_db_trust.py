@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from django.test import override_settings
 
-from executor.kinds import db_postgres
+from executor.kinds import db_slots
 from tests.factories import QueryFactory
 from tests.servers import PASSWORD, PostgresDatabase, PostgresServer
 from webapp.runs import runner, services
@@ -24,7 +27,11 @@ from webapp.workspaces import services as ws
 from webapp.workspaces.models import ChangeStatus, PendingChange
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "executor" / "kinds"))
-from db_runs import switch_off_sqlite_guards  # noqa: E402
+from db_runs import (  # noqa: E402
+    switch_off,
+    switch_off_postgres_parser,
+    switch_off_sqlite_guards,
+)
 
 pytestmark = pytest.mark.usefixtures("threads_runner", "workspaces_root")
 
@@ -50,10 +57,10 @@ def balances(url: str) -> list[tuple]:
         return conn.execute("SELECT name, balance FROM accounts ORDER BY name").fetchall()
 
 
-def run_pending(code: str, *, url: str = "") -> tuple[Run, PendingChange]:
+def run_pending(code: str, *, url: str = "", **query: Any) -> tuple[Run, PendingChange]:
     """Run a db query to its end; return the run and its change (pending, if it succeeded)."""
     names = ["DATABASE_URL"] if url else []
-    query = QueryFactory(kind="db", forward_code=code, credential_names=names)
+    query = QueryFactory(kind="db", forward_code=code, credential_names=names, **query)
     run = services.query_run(query=query, credentials={"DATABASE_URL": url} if url else {})
     assert runner.wait(run.pk, 60), f"run {run.pk} did not finish"
     run.refresh_from_db()
@@ -109,10 +116,9 @@ def self_commit_breaches(url: str) -> list[str]:
     found = []
     if balances(url) != [("ana", 10), ("bo", 20)]:
         found.append(f"committed before any choice: {balances(url)}")
-    if discarded(change).status != ChangeStatus.DISCARDED or balances(url) != [
-        ("ana", 10),
-        ("bo", 20),
-    ]:
+    if change.status == ChangeStatus.PENDING and discarded(change).status != ChangeStatus.DISCARDED:
+        found.append("Discard failed")
+    if balances(url) != [("ana", 10), ("bo", 20)]:
         found.append(f"Undo did not roll back: {balances(url)}")
     return found
 
@@ -125,7 +131,8 @@ def test_deny_the_code_cannot_commit_its_own_transaction(url):
 @pytest.mark.postgres
 @pytest.mark.sabotage
 def test_sabotage_without_the_parser_the_code_commits_itself(url, monkeypatch):
-    monkeypatch.setattr(db_postgres, "check_postgres", lambda sql: False)
+    switch_off_postgres_parser(monkeypatch)
+    switch_off(monkeypatch, "extended protocol")  # alone, it keeps a text to one statement
     assert self_commit_breaches(url) != []
 
 
@@ -215,3 +222,134 @@ def test_a_sqlite_run_kept_only_by_the_persons_keep():
     kept = workspace.root / "database.sqlite3"
     assert sqlite3.connect(kept).execute("SELECT x FROM t").fetchall() == [(1,)]
     assert kept.stat().st_mode & 0o7777 == 0o644
+
+
+# Issue 41: every running or pending db run holds a db process; a person's count is capped.
+def cap_breaches() -> list[str]:
+    code = "db.execute('CREATE TABLE t (x)')"
+    first = QueryFactory(kind="db", forward_code=code)
+    with override_settings(UNDOABLE_DB_PROCESSES_PER_USER=1):
+        _, held_change = run_pending(code, owner=first.owner)
+        second = services.query_run(
+            query=QueryFactory(kind="db", forward_code=code, owner=first.owner)
+        )
+        assert runner.wait(second.pk, 60), f"run {second.pk} did not finish"
+        second.refresh_from_db()
+        discarded(held_change)
+        third, third_change = run_pending(code, owner=first.owner)
+        discarded(third_change)
+    found = []
+    if second.status != RunStatus.FAILED or "per person" not in second.error:
+        found.append(f"a second db run of one person: {second.status} {second.error!r}")
+    if third.status != RunStatus.SUCCEEDED:
+        found.append(f"the slot was not freed by Undo: {third.status} {third.error!r}")
+    return found
+
+
+def test_deny_a_person_past_the_db_process_cap_gets_a_clear_error():
+    assert cap_breaches() == []
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_cap_db_processes_pile_up(monkeypatch):
+    monkeypatch.setattr(db_slots, "acquire", lambda caps, owner: db_slots.Slots([]))
+    assert cap_breaches() != []
+
+
+# Issue 41, finding 1: UPDATE pg_settings turned standard_conforming_strings off, and the server
+# then read one checked statement as three (the simple protocol runs them all): an UPDATE was
+# committed before anyone chose and a refused CREATE FUNCTION persisted after Undo.
+SETTINGS_CHAIN = r"""
+db.execute("UPDATE accounts SET balance = balance + 1000")
+for sql in (
+    "UPDATE pg_settings SET setting = 'off' WHERE name = 'standard_conforming_strings'",
+    "UPDATE accounts SET balance = balance WHERE balance <> length('x\\', $$'); COMMIT; "
+    "CREATE FUNCTION smuggled_web() RETURNS int LANGUAGE sql AS 'SELECT 1'; -- $$)",
+):
+    try:
+        db.execute(sql)
+    except db.Error as exc:
+        print('refused:', exc)
+"""
+
+
+def settings_chain_breaches(url: str) -> list[str]:
+    run, change = run_pending(SETTINGS_CHAIN, url=url)
+    found = []
+    if balances(url) != [("ana", 10), ("bo", 20)]:
+        found.append("committed before any choice")
+    if change.status == ChangeStatus.PENDING:
+        discarded(change)
+    if balances(url) != [("ana", 10), ("bo", 20)]:
+        found.append("Discard left an UPDATE in place")
+    with psycopg.connect(url, autocommit=True) as conn:
+        if conn.execute("SELECT to_regproc('smuggled_web')").fetchone() != (None,):
+            found.append("a refused CREATE FUNCTION persisted")
+            conn.execute("DROP FUNCTION smuggled_web()")
+    return found
+
+
+@pytest.mark.postgres
+def test_deny_a_settings_change_cannot_smuggle_a_commit(url):
+    assert settings_chain_breaches(url) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.sabotage
+def test_sabotage_without_its_three_layers_the_settings_chain_commits(url, monkeypatch):
+    switch_off(monkeypatch, "catalog writes", "settings check", "extended protocol")
+    assert len(settings_chain_breaches(url)) == 3
+
+
+# Issue 41, finding 2: a statement outlived its run. After Stop, finishing the run waited for
+# the statement (until the session's own time limit), so the run stayed `running` and held a
+# runner thread and the PostgreSQL session.
+def active_sleeps(url: str) -> list[int]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE state = 'active' "
+            "AND query LIKE '%pg_sleep(900)%' AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return [pid for (pid,) in rows]
+
+
+def stopped_sleep_breaches(url: str) -> list[str]:
+    query = QueryFactory(
+        kind="db",
+        forward_code="db.execute('SELECT pg_sleep(900)')",
+        credential_names=["DATABASE_URL"],
+    )
+    run = services.query_run(query=query, credentials={"DATABASE_URL": url})
+    for _ in range(600):
+        if active_sleeps(url):
+            break
+        time.sleep(0.05)
+    assert active_sleeps(url), "the statement never started"
+    assert runner.cancel(run.pk)  # the person's Stop
+    found = []
+    # Its own limit, the wall time, is 60 s; without the cancel, the db process is waited for
+    # (10 s) and closed (10 s) before it is killed.
+    if not runner.wait(run.pk, 8):
+        found.append("the run still holds its runner thread 8 s after Stop")
+        found += [f"statement {pid} still active" for pid in active_sleeps(url)]
+        with psycopg.connect(url, autocommit=True) as conn:
+            for pid in active_sleeps(url):
+                conn.execute("SELECT pg_cancel_backend(%s)", [pid])
+        assert runner.wait(run.pk, 60)
+    found += [f"statement {pid} still active after the run" for pid in active_sleeps(url)]
+    run.refresh_from_db()
+    if run.status == RunStatus.RUNNING:
+        found.append("the run is still running")
+    return found
+
+
+@pytest.mark.postgres
+def test_deny_stop_ends_the_runs_statement(url):
+    assert stopped_sleep_breaches(url) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.sabotage
+def test_sabotage_without_the_cancel_a_stopped_runs_statement_holds_a_thread(url, monkeypatch):
+    switch_off(monkeypatch, "postgres cancel")
+    assert len(stopped_sleep_breaches(url)) >= 2

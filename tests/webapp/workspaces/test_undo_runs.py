@@ -52,6 +52,35 @@ def test_an_fs_run_waits_for_keep_and_undo_restores_nothing_changed():
         ws.change_keep(change=change_of(run))
 
 
+def test_undo_after_keep_marks_the_forward_change_reversed_once_its_own_change_is_kept():
+    query = QueryFactory(
+        kind="fs",
+        forward_code="open('joke.txt','w').write('knock knock\\n')\n",
+        reverse_code="import os\nos.remove('joke.txt')\n",
+    )
+    forward = finished(services.query_run(query=query))
+    ws.change_keep(change=change_of(forward))
+    undo = finished(services.query_run(query=query, direction=RunDirection.REVERSE))
+    assert change_of(forward).status == ChangeStatus.KEPT  # the undo's change still waits
+    ws.change_keep(change=change_of(undo))
+    assert change_of(forward).status == ChangeStatus.REVERSED
+    assert f"run #{undo.pk}" in change_of(forward).message
+    assert not (ws.workspace_for_query(query).root / "joke.txt").exists()
+
+
+def test_a_discarded_undo_leaves_the_forward_change_kept():
+    query = QueryFactory(
+        kind="fs",
+        forward_code="open('joke.txt','w').write('knock knock\\n')\n",
+        reverse_code="import os\nos.remove('joke.txt')\n",
+    )
+    forward = finished(services.query_run(query=query))
+    ws.change_keep(change=change_of(forward))
+    undo = finished(services.query_run(query=query, direction=RunDirection.REVERSE))
+    ws.change_discard(change=change_of(undo))
+    assert change_of(forward).status == ChangeStatus.KEPT
+
+
 def test_an_fs_run_kept_is_in_the_workspace_and_its_zip():
     query = QueryFactory(kind="fs", forward_code="open('calculator.py','w').write('print(1)\\n')\n")
     workspace = ws.workspace_for_query(query)

@@ -1,4 +1,4 @@
-"""The workspace panel's pages: owner only, upload/download, hosts, Keep/Undo by POST."""
+"""The workspace panel's pages: owner only, upload/download, hosts, Keep/Discard by POST."""
 
 from __future__ import annotations
 

@@ -52,6 +52,7 @@ class Migration(migrations.Migration):
                     ("discard_requested", "Discarding…"),
                     ("kept", "Kept"),
                     ("discarded", "Discarded"),
+                    ("reversed", "Reversed by Undo"),
                     ("failed", "Failed: nothing was applied"),
                 ],
                 default="running",

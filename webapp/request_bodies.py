@@ -31,17 +31,21 @@ from webapp.agents.auth import token_for_secret
 from webapp.agents.refused_early import bearer_secret
 from webapp.asgi_answers import error_answer
 from webapp.body_caps import declared_length, view_body_cap
+from webapp.workspaces.uploads import MAX_UPLOAD_BYTES
 
 Receive = Callable[[], Awaitable[Mapping[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
 
 _BEARER_CHALLENGE = (b"www-authenticate", b'Bearer realm="api"')
+WORKSPACES_API_PREFIX = API_PREFIX + "workspaces/"
 
 
 def route_body_cap(scope: dict[str, Any]) -> int:
     """The most bytes the body of a request to this route may have."""
     path: str = scope["path"]
+    if _workspace_api_upload(scope):
+        return MAX_UPLOAD_BYTES
     if path.startswith(API_PREFIX):
         return api_body_cap(scope)
     try:
@@ -49,6 +53,16 @@ def route_body_cap(scope: dict[str, Any]) -> int:
     except Resolver404:
         return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     return view_body_cap(view, default=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+
+
+def _workspace_api_upload(scope: dict[str, Any]) -> bool:
+    """A file put into a workspace, or a zip unpacked into one, through the API: they take
+    what the page's upload takes (webapp.actions.workspaces_api reads them to that cap)."""
+    workspace_id, _, tail = scope["path"].removeprefix(WORKSPACES_API_PREFIX).partition("/")
+    if not scope["path"].startswith(WORKSPACES_API_PREFIX) or not workspace_id:
+        return False
+    method = scope.get("method")
+    return (method == "PUT" and tail.startswith("files/")) or (method == "POST" and tail == "zip")
 
 
 class BodyGuard:

@@ -6,7 +6,7 @@ import pytest
 from django.conf import settings
 
 from webapp.request_bodies import route_body_cap
-from webapp.workspaces.uploads import MAX_UPLOAD_REQUEST_BYTES
+from webapp.workspaces.uploads import MAX_UPLOAD_BYTES, MAX_UPLOAD_REQUEST_BYTES
 
 
 @pytest.mark.parametrize(
@@ -29,3 +29,17 @@ def test_each_route_has_the_cap_of_what_it_takes(method, path, cap):
 def test_a_workspace_upload_takes_its_files_and_the_form_and_no_more():
     scope = {"method": "POST", "path": "/workspaces/queries/7/upload"}
     assert route_body_cap(scope) == MAX_UPLOAD_REQUEST_BYTES
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "cap"),
+    [
+        ("PUT", "/api/v1/workspaces/7/files/a/b.txt", MAX_UPLOAD_BYTES),
+        ("POST", "/api/v1/workspaces/7/zip", MAX_UPLOAD_BYTES),
+        ("POST", "/api/v1/workspaces", settings.AGENTS_MAX_BODY_BYTES),
+        ("PUT", "/api/v1/workspaces//files/a.txt", settings.AGENTS_MAX_BODY_BYTES),
+        ("POST", "/api/v1/workspaces/7/files/a.txt", settings.AGENTS_MAX_BODY_BYTES),
+    ],
+)
+def test_a_workspace_file_or_zip_through_the_api_takes_the_uploads_cap(method, path, cap):
+    assert route_body_cap({"method": method, "path": path}) == cap

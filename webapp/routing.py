@@ -17,9 +17,12 @@ from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
-from webapp.runs.routing import websocket_urlpatterns
+from webapp.runs.routing import websocket_urlpatterns as run_routes
+from webapp.workspaces.routing import websocket_urlpatterns as waiting_routes
 
 __all__ = ["SameOriginValidator", "websocket_urlpatterns"]
+
+websocket_urlpatterns = [*run_routes, *waiting_routes]
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # (scheme, host, port); a host starting with "." matches the domain and its subdomains.

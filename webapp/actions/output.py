@@ -59,7 +59,7 @@ def with_own_connection(fn: Callable[..., T]) -> Callable[..., T]:
     return call
 
 
-def _streams(run: Run | None) -> dict[str, str]:
+def run_streams(run: Run | None) -> dict[str, str]:
     out: dict[str, list[str]] = {"stdout": [], "stderr": []}
     if run is not None:
         for stream, text in RunChunk.objects.filter(run=run).values_list("stream", "text"):
@@ -72,14 +72,14 @@ def action_json(query: Query) -> dict[str, Any]:
     exit_code, error, reverse}."""
     query = Query.objects.select_related("action").get(pk=query.pk)
     state = action_state(query)
-    forward = _streams(state.forward)
+    forward = run_streams(state.forward)
     reverse = None
     if state.reverse is not None:
         reverse = {
             "status": state.reverse.status,
             "exit_code": state.reverse.exit_code,
             "error": state.reverse.error,
-            **_streams(state.reverse),
+            **run_streams(state.reverse),
         }
     action = getattr(query, "action", None)
     return {

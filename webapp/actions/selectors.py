@@ -1,15 +1,23 @@
-"""Reads of actions, scoped to their owner: another user's action is a 404."""
+"""Reads of actions, scoped to their owner: another user's action is a 404, and never listed."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
+from django.db.models import QuerySet
 from django.http import Http404
 
-from webapp.actions.output import action_json
+from webapp.actions.models import Action
+from webapp.actions.output import action_json, run_streams
+from webapp.actions.state import action_state
 from webapp.queries.models import Query
+from webapp.runs.images import run_image_payloads
 from webapp.runs.models import RunDirection
+from webapp.runs.payloads import ImagePayload
+from webapp.workspaces.models import ChangeStatus, PendingChange
+from webapp.workspaces.selectors import changes_waiting_for_user
 
 MAX_LISTED = 100
 
@@ -38,3 +46,79 @@ def action_list_for_user(
         queries = queries.filter(action__token__prefix=token)
     found = [action_json(query) for query in queries.order_by("-created_at", "-id")[:MAX_LISTED]]
     return [action for action in found if status is None or action["status"] == status]
+
+
+MAX_REVIEWED = 50
+
+
+@dataclass(frozen=True)
+class ReviewItem:
+    """One action as the Review page shows it."""
+
+    query: Query
+    status: str  # webapp.actions.state's words
+    reason: str
+    token_name: str  # "" for a query run in the browser
+    intent: str
+    stdout: str
+    stderr: str
+    change: PendingChange | None  # the forward run's fs/db change
+    images: list[ImagePayload]
+    forward_run_id: int | None
+
+    @property
+    def pk(self) -> int:
+        return self.query.pk
+
+    @property
+    def waiting(self) -> bool:
+        """Waits for its owner: Keep or Discard (fs, db), Keep or Undo (rest)."""
+        return self.status == "pending"
+
+    @property
+    def change_waiting(self) -> bool:
+        """One of the header's "changes waiting" (its Keep and Discard are on this page)."""
+        return self.change is not None and self.change.status == ChangeStatus.PENDING
+
+
+def review_inbox_for_user(user: User) -> list[ReviewItem]:
+    """What the Review page lists: the actions the user's tokens made (the latest
+    MAX_REVIEWED), and every change of theirs waiting (the header's count, wherever it was
+    made); those waiting first, oldest first, then the rest newest first."""
+    items = [_review_item(query) for query in _inbox_queries(user)]
+    waiting = sorted((i for i in items if i.waiting), key=lambda i: (i.query.created_at, i.pk))
+    return waiting + [item for item in items if not item.waiting]
+
+
+def _inbox_queries(user: User) -> QuerySet[Query]:
+    """The user's own queries the inbox shows: their tokens' actions and their changes waiting.
+    The one place the inbox is scoped to its owner."""
+    waiting_ids = [change.run.query_id for change in changes_waiting_for_user(user)]
+    agents_ids = list(
+        Action.objects.filter(owner=user, token__isnull=False)
+        .order_by("-created_at")
+        .values_list("query_id", flat=True)[:MAX_REVIEWED]
+    )
+    return (
+        Query.objects.filter(owner=user, pk__in={*waiting_ids, *agents_ids})
+        .select_related("action__token")
+        .order_by("-created_at", "-id")
+    )
+
+
+def _review_item(query: Query) -> ReviewItem:
+    state = action_state(query)
+    action = getattr(query, "action", None)
+    streams = run_streams(state.forward)
+    return ReviewItem(
+        query=query,
+        status=state.status,
+        reason=state.reason,
+        token_name=(action.token.name or action.token.prefix) if action and action.token else "",
+        intent=action.intent if action and action.intent else query.prompt,
+        stdout=streams["stdout"],
+        stderr=streams["stderr"],
+        change=state.change,
+        images=run_image_payloads(state.forward) if state.forward else [],
+        forward_run_id=state.forward.pk if state.forward else None,
+    )

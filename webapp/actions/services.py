@@ -175,12 +175,12 @@ def action_keep(*, query: Query) -> None:
     """Keep: apply a pending fs/db change; for rest, record that its effect stands.
 
     LimitExceeded when the action's token requires its owner's review: the owner keeps it on
-    the query page (webapp.workspaces' Keep, which this is not)."""
+    the Review page (webapp.workspaces' Keep, which this is not)."""
     state = _pending(query, "keep")
     action = Action.objects.filter(query=query).select_related("token").first()
     review_check(
         token=action.token if action else None,
-        review_url=reverse("queries:query-detail", args=[query.pk]),
+        review_url=reverse("actions:review") + f"#action-{query.pk}",
     )
     if query.kind == "rest":
         if not Action.objects.filter(query=query, kept_at__isnull=True).update(

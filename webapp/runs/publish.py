@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
@@ -68,6 +69,14 @@ def publish_run_event(
     """Send `event` to everyone watching run `run_id`. Never raises: output is already stored,
     and a client that missed an event gets it from the replay when it reconnects (the page
     fetches its change panel again then)."""
+    publish_group_event(run_group(run_id), dict(event), log_extra={"run_id": run_id})
+
+
+def publish_group_event(
+    group: str, event: dict[str, Any], *, log_extra: dict[str, Any] | None = None
+) -> None:
+    """Send `event` to a channel-layer group from sync or async code, on the right loop.
+    Never raises: what the event announces is already stored, and its listeners re-read it."""
     layer = get_channel_layer()
     if layer is None:
         return
@@ -78,15 +87,14 @@ def publish_run_event(
         running_here = False
     if running_here:
         # Called from the loop itself (an async caller): schedule without blocking it.
-        loop.create_task(layer.group_send(run_group(run_id), dict(event)))
+        loop.create_task(layer.group_send(group, event))
         return
-    future = asyncio.run_coroutine_threadsafe(
-        layer.group_send(run_group(run_id), dict(event)), loop
-    )
+    future = asyncio.run_coroutine_threadsafe(layer.group_send(group, event), loop)
+    extra = log_extra or {"group": group}
     try:
         future.result(timeout=_SEND_TIMEOUT_S)
     except FutureTimeout:
         future.cancel()
-        logger.warning("run event publish timed out", extra={"run_id": run_id})
+        logger.warning("event publish timed out", extra=extra)
     except Exception as exc:  # a layer failure must not kill the run; replay covers the gap
-        logger.warning("run event publish failed", extra={"run_id": run_id, "error": repr(exc)})
+        logger.warning("event publish failed", extra={**extra, "error": repr(exc)})

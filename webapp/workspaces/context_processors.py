@@ -7,20 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
-from django.urls import reverse
 
-from webapp.workspaces.selectors import changes_waiting_for_user
+from webapp.workspaces.selectors import changes_waiting_summary
 
 
 def changes_waiting(request: HttpRequest) -> dict[str, Any]:
     user = getattr(request, "user", None)  # the API's requests have no session user
     if user is None:
         return {}
-    waiting = changes_waiting_for_user(user)
-    if len(waiting) == 1:
-        # One change: straight to it on its query's page.
-        query_id = waiting[0].run.query_id
-        url = reverse("queries:query-detail", args=[query_id]) + "#pending-change"
-    else:
-        url = reverse("history:list") + "?waiting=1"
-    return {"changes_waiting": {"count": len(waiting), "url": url}}
+    summary = changes_waiting_summary(user)
+    return {"changes_waiting": {"count": summary["count"], "url": summary["url"]}}

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.http import Http404, HttpRequest
+from django.urls import reverse
 from django.utils import timezone
 
 from webapp import llm
@@ -14,6 +15,7 @@ from webapp.queries.models import Query
 from webapp.runs.models import Run, RunDirection, RunStatus
 from webapp.workspaces.models import ChangeStatus, PendingChange, Workspace
 from webapp.workspaces.services import workspace_for_query
+from webapp.workspaces.waiting import WaitingPayload
 
 MAX_LISTED = 200
 MAX_WAITING_LISTED = 100
@@ -105,3 +107,14 @@ def changes_waiting_for_user(user: User | AnonymousUser) -> list[PendingChange]:
         .select_related("run")
         .order_by("created_at", "id")[:MAX_WAITING_LISTED]
     )
+
+
+def changes_waiting_summary(user: User | AnonymousUser) -> WaitingPayload:
+    waiting = changes_waiting_for_user(user)
+    if len(waiting) == 1:
+        # One change: straight to it on its query's page.
+        query_id = waiting[0].run.query_id
+        url = reverse("queries:query-detail", args=[query_id]) + "#pending-change"
+    else:
+        url = reverse("history:list") + "?waiting=1"
+    return WaitingPayload(type="waiting", count=len(waiting), url=url)

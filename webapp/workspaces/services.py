@@ -24,6 +24,7 @@ from webapp.runs.payloads import ChangePayload, ChangeUpdatedEvent
 from webapp.runs.publish import publish_run_event
 from webapp.workspaces import decisions, uploads
 from webapp.workspaces.models import ChangeStatus, PendingChange, Workspace, WorkspaceUse
+from webapp.workspaces.waiting import waiting_publish
 
 logger = logging.getLogger(__name__)
 DECISION_WAIT_S = 5.0
@@ -201,7 +202,8 @@ def change_settle(*, change_id: int, status: str, message: str, timed_out: bool 
 
 
 def change_publish(change: PendingChange) -> None:
-    """`change.updated` to the run's websocket group, once the write is committed."""
+    """`change.updated` to the run's websocket group, and `waiting.moved` to its owner's
+    pages, once the write is committed."""
     event = ChangeUpdatedEvent(
         type="change.updated",
         change=ChangePayload(
@@ -214,6 +216,10 @@ def change_publish(change: PendingChange) -> None:
     )
     run_id = change.run_id
     transaction.on_commit(lambda: publish_run_event(run_id, event))
+    # Every status a change moves to goes through here: the owner's header count follows.
+    owner_id = Query.objects.filter(runs__pk=run_id).values_list("owner_id", flat=True).first()
+    if owner_id is not None:
+        waiting_publish(owner_id=owner_id)
 
 
 def query_regenerate_reverse(*, query: Query, forward_run: Run, forward_output: str) -> Query:

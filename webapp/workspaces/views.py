@@ -27,7 +27,13 @@ from webapp.workspaces.selectors import get_change_for_user, workspace_panel_for
 logger = logging.getLogger(__name__)
 
 
-def _back(query_id: int) -> HttpResponse:
+# Where a plain Keep/Discard form post may return to, by name: never a URL from the request.
+BACK_TO = {"review": "actions:review"}
+
+
+def _back(query_id: int, back: str = "") -> HttpResponse:
+    if back in BACK_TO:
+        return redirect(BACK_TO[back])
     return redirect("queries:query-detail", query_id=query_id)
 
 
@@ -54,7 +60,7 @@ def _decided(request: HttpRequest, change: PendingChange, error: str) -> HttpRes
     if not _wants_json(request):
         if error:
             messages.error(request, error)
-        return _back(query.pk)
+        return _back(query.pk, request.POST.get("back", ""))
     change.refresh_from_db()
     html = render_to_string("workspaces/panel_body.html", _panel_context(query), request=request)
     return JsonResponse(

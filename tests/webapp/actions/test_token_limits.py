@@ -158,7 +158,7 @@ def test_a_review_required_tokens_keep_is_refused_and_the_owners_keep_on_the_pag
     action = owner.post("/api/v1/actions", FS).json()
     refused_keep = owner.post(f"/api/v1/actions/{action['id']}/keep", {})
     refused(refused_keep, 403, "review_required")
-    assert f"/queries/{action['id']}/" in refused_keep.json()["error"]
+    assert f"/review/#action-{action['id']}" in refused_keep.json()["error"]
     assert owner.get(f"/api/v1/actions/{action['id']}").json()["status"] == "pending"
     change = PendingChange.objects.get(run__query_id=action["id"])
     owner.client.force_login(owner.user)
@@ -168,6 +168,14 @@ def test_a_review_required_tokens_keep_is_refused_and_the_owners_keep_on_the_pag
     assert page.status_code == 200
     assert owner.get(f"/api/v1/actions/{action['id']}").json()["status"] == "kept"
     assert (Workspace.objects.get(pk=action["workspace"]).root / "a.txt").read_text() == "a"
+
+
+def test_a_review_required_tokens_rest_action_is_not_kept_through_the_api_either(owner):
+    limit(owner, review_required=True)
+    body = {"kind": "rest", "forward_code": "print('posted')", "reverse_code": "print(1)"}
+    action = owner.post("/api/v1/actions", body).json()
+    refused(owner.post(f"/api/v1/actions/{action['id']}/keep", {}), 403, "review_required")
+    assert owner.get(f"/api/v1/actions/{action['id']}").json()["status"] == "pending"
 
 
 def test_a_review_required_tokens_actions_can_still_be_discarded_through_the_api(owner):

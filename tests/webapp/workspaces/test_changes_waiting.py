@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from tests.factories import QueryFactory, RunFactory
-from webapp.workspaces import context_processors
+from webapp.workspaces import selectors
 from webapp.workspaces.models import ChangeStatus, PendingChange
 
 pytestmark = pytest.mark.django_db
@@ -58,7 +58,7 @@ def test_sabotage_without_the_owner_filter_a_strangers_change_is_counted(
     def unscoped(user):
         return list(PendingChange.objects.filter(status=ChangeStatus.PENDING).select_related("run"))
 
-    monkeypatch.setattr(context_processors, "changes_waiting_for_user", unscoped)
+    monkeypatch.setattr(selectors, "changes_waiting_for_user", unscoped)
     pending_change_of(stranger, "the stranger's secret prompt")
     page = owner_client.get(reverse("history:list")).content.decode()
     assert header_count(page) == "1"

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from webapp.actions import views
+
+app_name = "actions"
+
+urlpatterns = [
+    path("", views.review_inbox, name="review"),
+    path("list", views.review_list, name="review-list"),
+]

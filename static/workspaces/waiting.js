@@ -14,6 +14,7 @@
     header.hidden = count === 0;
     header.href = message.url;
     header.textContent = count + (count === 1 ? " change" : " changes") + " waiting";
+    header.dataset.live = "true"; // the count is the server's latest, kept live from now on
     document.dispatchEvent(new CustomEvent("undoable:waiting", { detail: message }));
   }
 

@@ -11,7 +11,7 @@ import tempfile
 import threading
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -40,6 +40,19 @@ SESSION_SCRIPT = signed_in_session_script("browser-owner", "not-used-here-41")
 class AppServer:
     url: str
     session_key: str
+    env: dict[str, str] = field(default_factory=dict)
+
+    def manage(self, *args: str) -> str:
+        """`manage.py` against this server's database (e.g. a token's limits); its output."""
+        done = subprocess.run(
+            [sys.executable, str(REPO / "manage.py"), *args],
+            env=self.env,
+            check=True,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
+        return done.stdout
 
 
 def _wait_healthy(url: str, process: subprocess.Popen, timeout: float = 60.0) -> None:
@@ -112,7 +125,7 @@ def app_server(fake_llm_server: FakeLLMServer) -> Iterator[AppServer]:
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(url, process)
-        yield AppServer(url=url, session_key=session_key)
+        yield AppServer(url=url, session_key=session_key, env=env)
     finally:
         process.terminate()
         try:

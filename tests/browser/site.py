@@ -101,6 +101,7 @@ def pending_fs_site(
         "home": "/",
         "query": query_path,
         "history": "/history/",
+        "review": "/review/",
         "tokens": "/accounts/#api-tokens",
         "shares": "/s/",
         "share": share_path,

@@ -39,7 +39,11 @@ PROPOSAL = {
 PROMPT = "write a notes file into the workspace"
 ANONYMOUS = {"landing", "login", "signup"}
 # What shows that a page has finished drawing itself.
-READY = {"query": "[data-testid=keep]", "home": "[data-testid=by-hand]"}
+READY = {
+    "query": "[data-testid=keep]",
+    "home": "[data-testid=by-hand]",
+    "review": "[data-testid=review-item] >> nth=0",
+}
 
 RUN_AXE = """async (tags) => {
   const result = await axe.run(document, {runOnly: {type: 'tag', values: tags}});
@@ -99,7 +103,19 @@ def _describe(violations: list[dict]) -> str:
 
 @pytest.mark.parametrize("color_scheme", ["light", "dark"])
 @pytest.mark.parametrize(
-    "name", ["landing", "login", "signup", "home", "query", "history", "tokens", "shares", "share"]
+    "name",
+    [
+        "landing",
+        "login",
+        "signup",
+        "home",
+        "query",
+        "history",
+        "review",
+        "tokens",
+        "shares",
+        "share",
+    ],
 )
 def test_axe_finds_no_serious_violation(
     chromium: Browser, app_server: AppServer, site: Site, name: str, color_scheme: Scheme

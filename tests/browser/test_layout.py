@@ -44,6 +44,7 @@ PAGES = [
     "home",
     "query",
     "history",
+    "review",
     "tokens",
     "shares",
     "share",
@@ -53,9 +54,9 @@ PAGES = [
     "404",
 ]
 ANONYMOUS = {"login", "signup", "landing"}
-SCREENSHOTS = ["home", "query", "history", "share", "landing"]
+SCREENSHOTS = ["home", "query", "history", "review", "share", "landing"]
 # What shows that a page has finished drawing itself (the query page fetches its change panel).
-READY = {"query": "[data-testid=keep]"}
+READY = {"query": "[data-testid=keep]", "review": "[data-changes-waiting][data-live]"}
 
 # Which elements reach past the right edge (the last few in page order), to say what to fix.
 OVERFLOW_SCRIPT = """() => {
@@ -194,7 +195,9 @@ HEADER_ROWS_SCRIPT = """() => {
 
 
 @pytest.mark.parametrize("width", [360, 1280])
-@pytest.mark.parametrize("name", ["query", "home", "history", "tokens", "login", "signup"])
+@pytest.mark.parametrize(
+    "name", ["query", "home", "history", "review", "tokens", "login", "signup"]
+)
 def test_each_card_keeps_its_content_inside_its_border(
     chromium: Browser, app_server: AppServer, site: Site, name: str, width: int
 ) -> None:

@@ -1,14 +1,17 @@
 """What the page-wide browser tests share: a browser context, and a site with something on it.
 
 `pending_fs_site` drives the real flow once (prompt, propose, run an fs query to a pending change,
-share it, make an API token) and returns the paths of every main page, for tests that visit them
-all (layout at phone widths, accessibility).
+share it, make an API token that an agent acts with) and returns the paths of every main page,
+for tests that visit them all (layout at phone widths, accessibility).
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Literal
+import json
+import urllib.error
+import urllib.request
+from typing import Any, Literal
 
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
@@ -16,6 +19,11 @@ from tests.browser.conftest import AppServer
 from tests.fakes.llm_server import FakeLLMServer, tool_call
 
 Scheme = Literal["light", "dark"]
+AGENT_ACTION = {
+    "kind": "python",
+    "intent": "count the open invoices of the month",
+    "forward_code": "print('12 open invoices, 3 of them overdue')",
+}
 
 
 def new_context(
@@ -61,6 +69,25 @@ def new_person(
     return page
 
 
+def agent_api(app_server: AppServer, token: str, method: str, path: str, body: Any = None) -> Any:
+    """The agent's side: the HTTP API with its bearer token; (status, decoded body)."""
+    request = urllib.request.Request(
+        app_server.url + path,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            status, raw = response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        status, raw = exc.code, exc.read()
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, raw.decode()
+
+
 def pending_fs_site(
     chromium: Browser,
     app_server: AppServer,
@@ -93,6 +120,10 @@ def pending_fs_site(
     page.locator("#token-name").fill(token_name)
     page.get_by_role("button", name="Create token").click()
     expect(page.locator(".token-list")).to_contain_text(token_name)
+    # An agent acts with the token: the Review page has an action of its own to show.
+    token = page.locator("#new-api-token").inner_text().strip()
+    status, action = agent_api(app_server, token, "POST", "/api/v1/actions", AGENT_ACTION)
+    assert status == 201 and action["status"] == "succeeded", action
     context.close()
     return {
         "landing": "/",

@@ -6,16 +6,11 @@ real sandbox, real chromium."""
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
-from typing import Any
-
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.browser.conftest import AppServer
-from tests.browser.site import new_person
+from tests.browser.site import agent_api, new_person
 
 pytestmark = pytest.mark.browser
 
@@ -26,25 +21,6 @@ ACTION = {
     "forward_code": f"open('joke.txt', 'w').write({JOKE!r})\nprint('joke written')",
     "reverse_code": "import os\nos.remove('joke.txt')",
 }
-
-
-def api(app_server: AppServer, token: str, method: str, path: str, body: Any = None) -> Any:
-    """The agent's side: the HTTP API with its bearer token; (status, decoded body)."""
-    request = urllib.request.Request(
-        app_server.url + path,
-        method=method,
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=120) as response:
-            status, raw = response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        status, raw = exc.code, exc.read()
-    try:
-        return status, json.loads(raw)
-    except ValueError:
-        return status, raw.decode()
 
 
 def review_required_token(page: Page, app_server: AppServer) -> str:
@@ -74,7 +50,7 @@ def test_an_agents_pending_action_appears_live_and_only_the_owners_keep_applies_
     # The socket has said the count once (so it listens): the agent acts after that.
     expect(page.locator("[data-changes-waiting][data-live]")).to_be_attached()
 
-    status, action = api(app_server, token, "POST", "/api/v1/actions", ACTION)
+    status, action = agent_api(app_server, token, "POST", "/api/v1/actions", ACTION)
     assert (status, action["status"]) == (201, "pending"), action
 
     # No reload: the header's count and the list follow the websocket.
@@ -86,7 +62,9 @@ def test_an_agents_pending_action_appears_live_and_only_the_owners_keep_applies_
     expect(item.get_by_test_id("review-output")).to_contain_text("joke written")
     expect(page.get_by_test_id("review-count")).to_contain_text("1 change waiting")
 
-    status, refused = api(app_server, token, "POST", f"/api/v1/actions/{action['id']}/keep", {})
+    status, refused = agent_api(
+        app_server, token, "POST", f"/api/v1/actions/{action['id']}/keep", {}
+    )
     assert status == 403, refused
     assert refused["error"].startswith("limit review_required: ")
     assert f"/review/#action-{action['id']}" in refused["error"]
@@ -96,9 +74,9 @@ def test_an_agents_pending_action_appears_live_and_only_the_owners_keep_applies_
     page.keyboard.press("Enter")
     expect(page.locator(f"#action-{action['id']}")).to_have_attribute("data-status", "kept")
     expect(header).to_be_hidden()
-    status, kept = api(app_server, token, "GET", f"/api/v1/actions/{action['id']}")
+    status, kept = agent_api(app_server, token, "GET", f"/api/v1/actions/{action['id']}")
     assert kept["status"] == "kept"
-    status, joke = api(
+    status, joke = agent_api(
         app_server, token, "GET", f"/api/v1/workspaces/{action['workspace']}/files/joke.txt"
     )
     assert (status, joke) == (200, JOKE)

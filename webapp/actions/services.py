@@ -172,16 +172,27 @@ def _forward_change(query: Query) -> PendingChange | None:
 
 
 def action_keep(*, query: Query) -> None:
-    """Keep: apply a pending fs/db change; for rest, record that its effect stands.
+    """Keep through the API: apply a pending fs/db change; for rest, record that its effect
+    stands.
 
     LimitExceeded when the action's token requires its owner's review: the owner keeps it on
-    the Review page (webapp.workspaces' Keep, which this is not)."""
+    the Review page (action_keep_reviewed, or the query page's Keep of a change)."""
     state = _pending(query, "keep")
     action = Action.objects.filter(query=query).select_related("token").first()
     review_check(
         token=action.token if action else None,
         review_url=reverse("actions:review") + f"#action-{query.pk}",
     )
+    _keep(query, state)
+
+
+def action_keep_reviewed(*, query: Query) -> None:
+    """The owner's Keep on the Review page: a signed-in person, never a token, so a token's
+    review requirement is what this fulfils rather than a reason to refuse."""
+    _keep(query, _pending(query, "keep"))
+
+
+def _keep(query: Query, state: ActionState) -> None:
     if query.kind == "rest":
         if not Action.objects.filter(query=query, kept_at__isnull=True).update(
             kept_at=timezone.now()

@@ -7,4 +7,5 @@ app_name = "actions"
 urlpatterns = [
     path("", views.review_inbox, name="review"),
     path("list", views.review_list, name="review-list"),
+    path("<int:query_id>/keep", views.review_keep, name="review-keep"),
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from webapp.actions import selectors
+from webapp.actions import selectors, views
 from webapp.actions.limits import Limits, token_limits_set
 from webapp.actions.models import Action
 from webapp.agents.models import ApiToken
@@ -123,3 +123,47 @@ def test_sabotage_without_the_owner_filter_another_users_action_is_in_my_inbox(
 def test_a_visitor_is_sent_to_sign_in(client):
     answer = client.get(reverse("actions:review"))
     assert answer.status_code == 302 and "/accounts/login/" in answer["Location"]
+
+
+REST = {
+    "kind": "rest",
+    "intent": "post the joke to the team channel",
+    "forward_code": "print('ts=1700000000.000100')",
+    "reverse_code": "print('deleted')",
+}
+
+
+def test_the_owners_keep_on_the_review_page_keeps_a_review_required_rest_action(owner):
+    review_required(owner)
+    action = owner.post("/api/v1/actions", REST).json()
+    assert action["status"] == "pending"
+    assert owner.post(f"/api/v1/actions/{action['id']}/keep", {}).status_code == 403
+    page = review_page(owner)
+    keep_url = reverse("actions:review-keep", args=[action["id"]])
+    assert keep_url in page
+    kept = owner.client.post(keep_url, HTTP_ACCEPT="application/json")
+    assert (kept.status_code, kept.json()) == (200, {"error": ""})
+    assert owner.get(f"/api/v1/actions/{action['id']}").json()["status"] == "kept"
+    again = owner.client.post(keep_url)  # a plain form: back to the page, the refusal said there
+    assert again["Location"] == reverse("actions:review")
+
+
+def test_deny_another_user_cannot_keep_my_action_on_their_review_page(owner, stranger):
+    review_required(owner)
+    action = owner.post("/api/v1/actions", REST).json()
+    stranger.client.force_login(stranger.user)
+    answer = stranger.client.post(reverse("actions:review-keep", args=[action["id"]]))
+    assert answer.status_code == 404
+    assert owner.get(f"/api/v1/actions/{action['id']}").json()["status"] == "pending"
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_owner_lookup_another_user_keeps_my_action(
+    owner, stranger, monkeypatch
+):
+    monkeypatch.setattr(views, "get_action_for_user", lambda user, pk: Query.objects.get(pk=pk))
+    review_required(owner)
+    action = owner.post("/api/v1/actions", REST).json()
+    stranger.client.force_login(stranger.user)
+    stranger.client.post(reverse("actions:review-keep", args=[action["id"]]))
+    assert owner.get(f"/api/v1/actions/{action['id']}").json()["status"] == "kept"

@@ -18,13 +18,23 @@
     errorBox.hidden = !text;
   }
 
+  // Fetch the list again. The card of the last Keep/Discard, or the card that held the focus,
+  // takes it back once it is shown, so a keyboard user stays where they were.
+  var focusNext = ""; // the card of the last Keep/Discard: the next list shown focuses it
   function refresh() {
     if (deciding) return;
     var mine = ++generation;
     fetch(list.dataset.listUrl, { credentials: "same-origin" }).then(function (response) {
       return response.ok ? response.text() : null;
     }).then(function (html) {
-      if (html !== null && mine === generation && !deciding) list.innerHTML = html;
+      if (html === null || mine !== generation || deciding) return;
+      // Focus inside the list (a card, a Keep button) would be lost with the old nodes.
+      var held = list.contains(document.activeElement) && document.activeElement.closest("[data-action-id]");
+      var keep = focusNext || (held ? held.id : "");
+      focusNext = "";
+      list.innerHTML = html;
+      var card = keep && document.getElementById(keep);
+      if (card) card.focus();
     }).catch(function () {
       // The next count from the socket fetches it again.
     });
@@ -32,6 +42,9 @@
 
   function decide(form) {
     showError("");
+    var card = form.closest("[data-action-id]");
+    // Disabling the pressed button drops the focus: the card takes it once the list is back.
+    focusNext = card ? card.id : "";
     var button = form.querySelector("button");
     form.parentNode.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
     button.textContent = LABELS[form.dataset.changeAction] || button.textContent;

@@ -73,6 +73,7 @@ def test_an_agents_pending_action_appears_live_and_only_the_owners_keep_applies_
     keep.focus()
     page.keyboard.press("Enter")
     expect(page.locator(f"#action-{action['id']}")).to_have_attribute("data-status", "kept")
+    expect(page.locator(f"#action-{action['id']}")).to_be_focused()  # the keyboard stays there
     expect(header).to_be_hidden()
     status, kept = agent_api(app_server, token, "GET", f"/api/v1/actions/{action['id']}")
     assert kept["status"] == "kept"

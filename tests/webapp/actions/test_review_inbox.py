@@ -146,6 +146,9 @@ def test_the_owners_keep_on_the_review_page_keeps_a_review_required_rest_action(
     assert owner.get(f"/api/v1/actions/{action['id']}").json()["status"] == "kept"
     again = owner.client.post(keep_url)  # a plain form: back to the page, the refusal said there
     assert again["Location"] == reverse("actions:review")
+    # Undo runs on its query page, which asks this browser for the credentials it needs.
+    undo = reverse("queries:query-detail", args=[action["id"]]) + "#reverse-title"
+    assert undo in owner.client.get(reverse("actions:review")).content.decode()
 
 
 def test_deny_another_user_cannot_keep_my_action_on_their_review_page(owner, stranger):

@@ -20,8 +20,9 @@ CALL_EXEC = {
 HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
 
 
-def post_tool_call(url: str, authorization: str | None) -> httpx.Response:
+def post_tool_call(url: str, authorization: str | None, *, host: str = "") -> httpx.Response:
     headers = {**HEADERS, **({"Authorization": authorization} if authorization else {})}
+    headers |= {"Host": host} if host else {}
     return httpx.post(f"{url}/mcp", json=CALL_EXEC, headers=headers, timeout=60)
 
 

@@ -11,6 +11,7 @@ lifespan on) and a new one at each startup, since a manager runs once.
 from __future__ import annotations
 
 from django.conf import settings
+from django.core import signals
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -71,7 +72,13 @@ class McpEndpoint:
         if self._app is None:
             await error_answer(send, 503, "MCP is not started: the server runs without lifespan")
             return
-        await self._app({**scope, SCOPE_TOKEN: token}, receive, send)
+        # As Django's handler does around a request: its receivers close the database
+        # connections the tools' sync calls use when they are broken or past their age.
+        await signals.request_started.asend(sender=self.__class__, scope=scope)
+        try:
+            await self._app({**scope, SCOPE_TOKEN: token}, receive, send)
+        finally:
+            await signals.request_finished.asend(sender=self.__class__)
 
 
 mcp_endpoint = McpEndpoint()

@@ -12,6 +12,7 @@ import pytest
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 
 from tests.clients.conftest import CLIENT_SRC
+from tests.local_servers import free_port
 from tests.webapp.mcp_server.mcp_clients import answer
 from tests.webapp.mcp_server.test_mcp_http import TOOLS
 
@@ -74,3 +75,12 @@ def leaves(group: BaseExceptionGroup) -> list[BaseException]:
         for error in group.exceptions
         for leaf in (leaves(error) if isinstance(error, BaseExceptionGroup) else [error])
     ]
+
+
+async def test_a_server_out_of_reach_is_a_clear_error_not_a_hang():
+    with pytest.raises(ExceptionGroup) as refused:
+        async with mcp_over_stdio(f"http://127.0.0.1:{free_port()}", "udb_any") as mcp:
+            await mcp.list_tools()
+    (error,) = leaves(refused.value)
+    assert isinstance(error, MCPError)
+    assert error.error.message == "Undoable: cannot reach 127.0.0.1: ConnectError"

@@ -40,13 +40,37 @@ async def _relay(
         await sink.send(message)
 
 
+class ReachFailuresAnswered(httpx2.AsyncBaseTransport):
+    """httpx2's transport, with a request that could not reach the server (refused, reset,
+    timed out) answered 502 with a JSON-RPC error: the SDK's client passes that on to the MCP
+    client as the request's error, where the exception would end the relay mid-session and
+    leave the client waiting."""
+
+    def __init__(self) -> None:
+        self._transport = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            return await self._transport.handle_async_request(request)
+        except httpx2.TransportError as exc:
+            message = f"Undoable: cannot reach {request.url.host}: {type(exc).__name__}"
+            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}}
+            headers = {"content-type": "application/json"}
+            return httpx2.Response(502, headers=headers, json=error, request=request)
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+
+
 async def serve(*, url: str, token: str) -> None:
     """Relay MCP between this process's stdio and `url`/mcp until stdin closes."""
     endpoint = url.rstrip("/") + "/mcp"
     headers = {"Authorization": f"Bearer {token}"}
     timeout = httpx2.Timeout(30.0, read=READ_TIMEOUT_S)
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        httpx2.AsyncClient(
+            headers=headers, timeout=timeout, transport=ReachFailuresAnswered()
+        ) as http,
         streamable_http_client(endpoint, http_client=http) as (from_server, to_server),
         stdio_server() as (from_client, to_client),
         anyio.create_task_group() as relays,

@@ -13,10 +13,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import AsyncIterable
+from typing import Protocol
 
 import anyio
 import httpx2
-from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
@@ -27,10 +28,11 @@ logger = logging.getLogger(__name__)
 READ_TIMEOUT_S = 300.0
 
 
-async def _relay(
-    source: ObjectReceiveStream[SessionMessage | Exception],
-    sink: ObjectSendStream[SessionMessage],
-) -> None:
+class Sink(Protocol):
+    async def send(self, item: SessionMessage, /) -> None: ...
+
+
+async def _relay(source: AsyncIterable[SessionMessage | Exception], sink: Sink) -> None:
     async for message in source:
         if isinstance(message, Exception):
             # A line that is not JSON-RPC, or a transport failure the SDK could not answer as

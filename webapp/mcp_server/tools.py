@@ -110,14 +110,13 @@ async def exec(  # noqa: A001 (the tool's name in DESIGN.md)
     language: Literal["python", "bash"] = "python",
     files: dict[str, str] | None = None,
     stdin: str = "",
+    interpreter_mode: bool = False,
     timeout_s: float | None = None,
 ) -> CallToolResult:
     token = _token(ctx)
-    payload = _parsed(
-        ExecIn,
-        {"code": code, "language": language, "files": files or {}, "stdin": stdin}
-        | ({} if timeout_s is None else {"timeout_s": timeout_s}),
-    )
+    given: dict[str, Any] = {"code": code, "language": language, "files": files or {}}
+    given |= {"stdin": stdin, "interpreter_mode": interpreter_mode}
+    payload = _parsed(ExecIn, given | ({} if timeout_s is None else {"timeout_s": timeout_s}))
     result, _ = await _run(exec_for_token(token, payload))
     return _answer(result_json(result))
 

@@ -108,3 +108,17 @@ async def test_another_users_action_and_session_are_not_found(app_server, owner,
     async with mcp_over_http(app_server, owner.token) as mcp:
         still = answer(await mcp.call_tool("action_status", {"action_id": action["id"]}))
     assert still["status"] == "pending"
+
+
+async def test_exec_takes_the_apis_options(app_server, owner):
+    arguments = {
+        "code": "import sys\nprint(open('in.txt').read() + sys.stdin.read())\n6 * 7",
+        "files": {"in.txt": "from a file, "},
+        "stdin": "from stdin",
+        "interpreter_mode": True,
+        "language": "python",
+        "timeout_s": 10,
+    }
+    async with mcp_over_http(app_server, owner.token) as mcp:
+        ran = answer(await mcp.call_tool("exec", arguments))
+    assert ran["stdout"] == "from a file, from stdin\n42\n"

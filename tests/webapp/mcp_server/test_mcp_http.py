@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import base64
+import logging
 
 import pytest
+from asgiref.sync import sync_to_async
 from mcp_types import ImageContent
 
+from tests.webapp.actions.test_action_undo import database_dump
 from tests.webapp.mcp_server.mcp_clients import answer, mcp_over_http
 
 pytestmark = [
@@ -122,3 +125,20 @@ async def test_exec_takes_the_apis_options(app_server, owner):
     async with mcp_over_http(app_server, owner.token) as mcp:
         ran = answer(await mcp.call_tool("exec", arguments))
     assert ran["stdout"] == "from a file, from stdin\n42\n"
+
+
+async def test_a_credential_given_to_a_tool_is_never_logged_or_stored(app_server, owner, caplog):
+    caplog.set_level(logging.DEBUG)
+    canary = "mcp-canary-3f9a1c"
+    code = "import os\nprint(len(os.environ['API_KEY']))"
+    async with mcp_over_http(app_server, owner.token) as mcp:
+        given = {"kind": "python", "forward_code": code, "credentials": {"API_KEY": canary}}
+        action = answer(await mcp.call_tool("action_run", given))
+        refused = await mcp.call_tool("action_run", {**given, "kind": "nope"})
+    assert action["stdout"] == f"{len(canary)}\n"
+    assert refused.is_error
+    # The server's logs; the test's own MCP client (mcp.client.*, in this process) logs what
+    # it sends at DEBUG, which the stdio relay leaves at Python's default (WARNING).
+    server_logs = [r for r in caplog.records if not r.name.startswith("mcp.client")]
+    assert [r.name for r in server_logs if canary in f"{r.getMessage()} {r.__dict__}"] == []
+    assert canary.encode() not in await sync_to_async(database_dump)()

@@ -40,8 +40,17 @@ def test_sabotage_without_the_cap_for_mcp_the_guard_lets_the_body_through(
 
 def test_a_host_outside_allowed_hosts_is_refused_before_any_tool_runs(app_server, owner):
     response = post_tool_call(app_server, f"Bearer {owner.token}", host="rebound.example")
-    assert response.status_code in (400, 421)
-    assert "the tool ran" not in response.text
+    assert (response.status_code, response.text) == (421, "Invalid Host header")
+
+
+def test_an_origin_outside_allowed_hosts_is_refused(app_server, owner):
+    headers = {
+        **HEADERS,
+        "Authorization": f"Bearer {owner.token}",
+        "Origin": "https://evil.example",
+    }
+    response = httpx.post(f"{app_server}/mcp", json=CALL_EXEC, headers=headers, timeout=60)
+    assert (response.status_code, response.text) == (403, "Invalid Origin header")
 
 
 @pytest.fixture

@@ -25,16 +25,26 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import get_resolver  # noqa: E402
 
-from webapp.agents.asgi import api_application, route_http  # noqa: E402
+from webapp.agents.asgi import api_application, route_exact, route_http  # noqa: E402
+from webapp.mcp_server import MCP_PATH  # noqa: E402
+from webapp.mcp_server.asgi import mcp_endpoint  # noqa: E402
 from webapp.request_bodies import BodyGuard  # noqa: E402
 from webapp.routing import SameOriginValidator, websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        # Every request's body judged from its head before Django would spool it.
-        "http": BodyGuard(route_http(site=django_asgi_app, api=api_application())),
+        # Every request's body judged from its head before Django would spool it. MCP_PATH:
+        # the agent API as MCP tools (webapp.mcp_server), bearer tokens and no CSRF, as /api/v1/.
+        "http": BodyGuard(
+            route_exact(
+                {MCP_PATH: mcp_endpoint},
+                route_http(site=django_asgi_app, api=api_application()),
+            )
+        ),
         # Scheme, host and port of the Origin must be the site's own (see webapp/routing.py).
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # Starts what MCP needs for as long as the server runs (webapp.mcp_server.asgi).
+        "lifespan": mcp_endpoint.lifespan,
     }
 )
 

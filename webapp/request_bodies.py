@@ -5,8 +5,8 @@ FILE_UPLOAD_MAX_MEMORY_SIZE, before any middleware, view or upload handler runs:
 can refuse a body before it has been received and stored. This layer sits in front of Django
 and of the views served without it, and gives every request that has a body, on every route:
 
-- on the agent API (bearer tokens), 401 unless the token is active, so a stranger's body is
-  never read;
+- on every route that takes bearer tokens (the agent API, MCP), 401 unless the token is
+  active, so a stranger's body is never read;
 - 413 when the declared Content-Length is past the route's cap (route_body_cap; a site view
   declares its own with webapp.body_caps.body_cap);
 - for a body sent without a length (chunked), 413 as soon as it passes the cap, and the app
@@ -25,12 +25,15 @@ from typing import Any
 from django.conf import settings
 from django.urls import Resolver404, resolve
 
+from webapp.agents import conf
 from webapp.agents.api_errors import UNAUTHENTICATED
 from webapp.agents.asgi import API_PREFIX, api_body_cap
 from webapp.agents.auth import token_for_secret
 from webapp.agents.refused_early import bearer_secret
 from webapp.asgi_answers import error_answer
 from webapp.body_caps import declared_length, view_body_cap
+from webapp.mcp_server import MCP_PATH
+from webapp.mcp_server.answers import unauthenticated_answer
 from webapp.workspaces.uploads import MAX_UPLOAD_BYTES
 
 Receive = Callable[[], Awaitable[Mapping[str, Any]]]
@@ -48,6 +51,8 @@ def route_body_cap(scope: dict[str, Any]) -> int:
         return MAX_UPLOAD_BYTES
     if path.startswith(API_PREFIX):
         return api_body_cap(scope)
+    if path == MCP_PATH:
+        return conf.get_int("AGENTS_MAX_BODY_BYTES")  # a tool's arguments: an API body's cap
     try:
         view = resolve(path).func
     except Resolver404:
@@ -65,6 +70,11 @@ def _workspace_api_upload(scope: dict[str, Any]) -> bool:
     return (method == "PUT" and tail.startswith("files/")) or (method == "POST" and tail == "zip")
 
 
+def bearer_route(path: str) -> bool:
+    """Whether requests to `path` authenticate with an API token (and no cookie)."""
+    return path.startswith(API_PREFIX) or path == MCP_PATH
+
+
 class BodyGuard:
     """The ASGI app `app`, with the bodies of its HTTP requests judged from their heads first."""
 
@@ -76,8 +86,11 @@ class BodyGuard:
         if length == 0:
             await self.app(scope, receive, send)
             return
-        if scope["path"].startswith(API_PREFIX) and not await _bearer_active(scope):
-            await error_answer(send, 401, UNAUTHENTICATED, headers=[_BEARER_CHALLENGE])
+        if bearer_route(scope["path"]) and not await _bearer_active(scope):
+            if scope["path"] == MCP_PATH:
+                await unauthenticated_answer(send)  # in MCP's own error shape
+            else:
+                await error_answer(send, 401, UNAUTHENTICATED, headers=[_BEARER_CHALLENGE])
             return
         max_bytes = route_body_cap(scope)
         if length is not None and length > max_bytes:

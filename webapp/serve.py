@@ -450,7 +450,9 @@ def config_from(argv: list[str]) -> LimitedConfig:
         ws="websockets-sansio",
         # Live output is small messages, latency first; and no compression beside secrets.
         ws_per_message_deflate=False,
-        lifespan="off",  # Django has no lifespan events
+        # webapp.asgi starts MCP's session manager at startup; "auto" rather than "on" for an
+        # application without a lifespan of its own (the tests' sabotaged ones).
+        lifespan="auto",
         log_config=None,  # Django's logging (webapp.json_logs), set up as the app loads
         access_log=False,
         server_header=False,

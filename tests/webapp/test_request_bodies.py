@@ -20,6 +20,7 @@ from webapp.workspaces.uploads import MAX_UPLOAD_BYTES, MAX_UPLOAD_REQUEST_BYTES
         ("POST", "/queries/1/save", "DATA_UPLOAD_MAX_MEMORY_SIZE"),
         ("POST", "/accounts/login/", "DATA_UPLOAD_MAX_MEMORY_SIZE"),
         ("POST", "/no/such/page", "DATA_UPLOAD_MAX_MEMORY_SIZE"),
+        ("POST", "/mcp", "AGENTS_MAX_BODY_BYTES"),
     ],
 )
 def test_each_route_has_the_cap_of_what_it_takes(method, path, cap):

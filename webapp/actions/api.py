@@ -114,7 +114,7 @@ class ActionListOut(Schema):
     actions: list[ActionOut]
 
 
-def _request(payload: ActionIn) -> services.ActionRequest:
+def action_request(payload: ActionIn) -> services.ActionRequest:
     cap = conf.get_int("AGENTS_MAX_CODE_BYTES")
     for name in ("forward_code", "reverse_code"):
         if len(getattr(payload, name).encode("utf-8", "surrogatepass")) > cap:
@@ -166,7 +166,7 @@ async def create_action(request: HttpRequest, payload: ActionIn) -> HttpResponse
         raise ApiError(
             400, f"Idempotency-Key must be printable and at most {MAX_KEY_CHARS} characters"
         )
-    action = _request(payload)
+    action = action_request(payload)
     await in_pool(spend_rate, quota_key(request))
     try:
         query, created = await in_pool(

@@ -27,6 +27,7 @@ from webapp.agents.auth import authenticated
 from webapp.agents.capacity import token_rate
 from webapp.agents.exec_services import exec_build_spec, exec_run, result_json
 from webapp.agents.fairshare import host_capacity, refused_recently
+from webapp.agents.models import ApiToken
 from webapp.agents.quota import get_admission, get_limiter
 from webapp.agents.ratelimit import QuotaExceeded
 from webapp.agents.schemas import ApiError, ExecIn, JsonBodyParser, body_validation_message
@@ -175,13 +176,18 @@ async def exec_view(request: HttpRequest) -> HttpResponse:
     if request.auth is None:  # type: ignore[attr-defined]
         return error_response(401, UNAUTHENTICATED)
     try:
-        payload = exec_payload(request)
-        spec, timeout_s = exec_build_spec(payload)
-        run = functools.partial(exec_run, spec, timeout_s=timeout_s)
-        result, combined = await within_quota(quota_key(request), user_key(request), run)
+        result, combined = await exec_for_token(request.auth, exec_payload(request))  # type: ignore[attr-defined]
     except (ApiError, QuotaExceeded) as refused:
         return refusal_response(refused)
     return render_result(request, result, combined)
+
+
+async def exec_for_token(token: ApiToken, payload: ExecIn) -> tuple[RunResult, str]:
+    """Run `payload` in a fresh sandbox within `token`'s quota (ApiError or QuotaExceeded when
+    refused): POST /api/v1/exec and the MCP tool exec."""
+    spec, timeout_s = exec_build_spec(payload)
+    run = functools.partial(exec_run, spec, timeout_s=timeout_s)
+    return await within_quota(token.pk, token.owner_id, run)
 
 
 def exec_payload(request: HttpRequest) -> ExecIn:

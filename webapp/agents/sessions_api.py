@@ -9,19 +9,17 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import Router, Schema
 
-from executor import FileMissing, InvalidSpec, Session, SessionBusy
+from executor import FileMissing, InvalidSpec, RunResult, Session, SessionBusy
 from webapp.agents import conf
 from webapp.agents.exec_api import (
     ERRORS,
     ErrorOut,
     ExecOut,
-    quota_key,
     spend_rate,
-    user_key,
     within_quota,
 )
 from webapp.agents.exec_services import in_pool, result_json
-from webapp.agents.models import AgentSession
+from webapp.agents.models import AgentSession, ApiToken
 from webapp.agents.schemas import ApiError, SessionExecIn, check_timeout
 from webapp.agents.session_forward import served_by_holder
 from webapp.agents.session_services import (
@@ -80,9 +78,14 @@ async def _touch(row: AgentSession, session: Session) -> None:
 
 @router.post("", response={201: SessionOut, **ERRORS}, summary="Start a session")
 async def create_session(request: HttpRequest) -> HttpResponse:
-    await in_pool(spend_rate, quota_key(request))
-    row = await sync_to_async(session_create)(token=request.auth)  # type: ignore[attr-defined]
+    row = await session_new_for_token(request.auth)  # type: ignore[attr-defined]
     return JsonResponse(_session_json(row), status=201)
+
+
+async def session_new_for_token(token: ApiToken) -> AgentSession:
+    """A new session of `token`'s, its request rate spent (also the MCP tool session_new)."""
+    await in_pool(spend_rate, token.pk)
+    return await sync_to_async(session_create)(token=token)
 
 
 @router.get("/{session_id}", response={200: SessionOut, **SESSION_ERRORS}, summary="Session status")
@@ -111,7 +114,16 @@ async def exec_in_session(
 ) -> HttpResponse:
     """Python variables, imports and functions persist between calls; the value of a final bare
     expression is printed; a failing cell prints its traceback and keeps earlier state."""
-    row, session = await _load(request, session_id)
+    result = await session_exec_for_token(request.auth, session_id, payload)  # type: ignore[attr-defined]
+    return JsonResponse(result_json(result))
+
+
+async def session_exec_for_token(
+    token: ApiToken, session_id: str, payload: SessionExecIn
+) -> RunResult:
+    """Run one cell in `token`'s owner's session (ApiError when refused; HeldByPeer when
+    another web process holds it): the API's view and the MCP tool session_exec."""
+    row, session = await sync_to_async(get_session_for_user)(token.owner, session_id)
     if len(payload.code.encode("utf-8", "surrogatepass")) > conf.get_int("AGENTS_MAX_CODE_BYTES"):
         raise ApiError(413, "code is too large")
     timeout_s = check_timeout(payload.timeout_s, session.config.limits.wall_time_s)
@@ -119,11 +131,11 @@ async def exec_in_session(
         session.exec, payload.code, language=payload.language, timeout_s=timeout_s
     )
     try:
-        result = await within_quota(quota_key(request), user_key(request), cell)
+        result = await within_quota(token.pk, token.owner_id, cell)
     except SessionBusy as exc:
         raise ApiError(409, str(exc)) from None
     await _touch(row, session)
-    return JsonResponse(result_json(result))
+    return result
 
 
 @router.get(
@@ -132,14 +144,22 @@ async def exec_in_session(
 @served_by_holder
 async def list_files(request: HttpRequest, session_id: str, path: str = "") -> HttpResponse:
     _names_in_utf8(request)
-    row, session = await _load(request, session_id)
+    listing = await session_files_for_token(request.auth, session_id, path)  # type: ignore[attr-defined]
+    return JsonResponse({"path": path, "entries": listing})
+
+
+async def session_files_for_token(
+    token: ApiToken, session_id: str, path: str
+) -> list[dict[str, object]]:
+    """{name, type, size} of each entry of folder `path` in `token`'s owner's session: the
+    API's view and the MCP tool session_files."""
+    row, session = await sync_to_async(get_session_for_user)(token.owner, session_id)
     try:
         entries = await in_pool(session.list_files, path)
     except InvalidSpec as exc:
         raise ApiError(404 if isinstance(exc, FileMissing) else 400, str(exc)) from None
     await _touch(row, session)
-    listing = [{"name": e.name, "type": e.kind, "size": e.size} for e in entries]
-    return JsonResponse({"path": path, "entries": listing})
+    return [{"name": e.name, "type": e.kind, "size": e.size} for e in entries]
 
 
 @router.put(

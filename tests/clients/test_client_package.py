@@ -93,3 +93,13 @@ def test_the_installed_client_runs_code_with_no_django_present(client_venv, app_
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "[]\n42\nasync\n42\n"
+
+
+def test_the_installed_undoable_command_runs_code_from_stdin(client_venv, app_server, owner):
+    undoable = client_venv.parent / "undoable"
+    assert "session" in subprocess.run([undoable, "--help"], capture_output=True, text=True,
+                                       check=True).stdout  # fmt: skip
+    env = {"UNDOABLE_URL": app_server, "UNDOABLE_TOKEN": owner.token, "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([undoable, "exec", "-"], input="print(6 * 7)\nraise SystemExit(2)",
+                          capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert (done.returncode, done.stdout) == (2, "42\n")

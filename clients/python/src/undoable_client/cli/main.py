@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from undoable_client.cli import actions, creds, sessions
+from undoable_client.cli import actions, creds, do, sessions
 from undoable_client.cli.common import (
     EXIT_FAILED,
     JsonFlag,
@@ -24,6 +24,7 @@ app.add_typer(sessions.app, name="session")
 app.add_typer(actions.app, name="action")
 app.add_typer(creds.app, name="creds")
 app.command("review")(actions.review)
+app.command("do")(do.do)
 
 
 def ask_secret(label: str) -> str:

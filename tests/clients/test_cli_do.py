@@ -1,0 +1,127 @@
+"""`undoable do`: GoEx's flow with the scripted fake LLM, at a terminal and in a script."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pexpect
+import pytest
+from undoable_client import Client
+
+from tests.clients.cli import Cli
+from tests.fakes.llm_server import tool_call
+from tests.webapp.actions.test_action_undo import database_dump
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("threads_runner", "workspaces_root"),
+]
+JOKE = {
+    "forward_code": "print('writing', flush=True)\nopen('joke.txt', 'w').write('knock knock\\n')",
+    "reverse_code": "import os\nos.remove('joke.txt')",
+    "explanation": "Writes a joke to joke.txt.",
+    "credentials": [],
+    "hosts": [],
+    "reversible": True,
+}
+CANARY = "canary-do-5e1b77"
+
+
+@pytest.fixture
+def cli(tmp_path, app_server, owner) -> Cli:
+    return Cli(tmp_path, app_server, owner.token)
+
+
+@pytest.fixture
+def api(app_server, owner) -> Client:
+    return Client(app_server, owner.token)
+
+
+def joke_at_a_terminal(cli: Cli, workspace: int, answers: list[tuple[str, str]]) -> str:
+    child = cli.spawn("do", "write a joke to joke.txt", "--kind", "fs", "--workspace",
+                      str(workspace))  # fmt: skip
+    child.logfile_read = shown = io.StringIO()
+    child.expect("Writes a joke")
+    child.expect("forward: runs now")
+    child.expect("reverse: undoes it")
+    for question, answer in answers:
+        child.expect_exact(question)
+        child.sendline(answer)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, shown.getvalue()
+    return shown.getvalue()
+
+
+def test_do_shows_both_programs_runs_shows_the_change_and_keeps_it(cli, api, fake_llm):
+    fake_llm.script(tool_call(JOKE))
+    workspace = api.workspace()
+    shown = joke_at_a_terminal(cli, workspace.id, [("Run it?", "y"), ("[k]eep or [d]iscard", "k")])
+    assert "writing" in shown and "+ joke.txt" in shown and "kept" in shown
+    assert workspace.read_file("joke.txt") == b"knock knock\n"
+
+
+def test_do_discarded_leaves_the_workspace_as_it_was(cli, api, fake_llm):
+    fake_llm.script(tool_call(JOKE))
+    workspace = api.workspace()
+    workspace.write_file("old.txt", "old")
+    before = workspace.download_zip()
+    shown = joke_at_a_terminal(cli, workspace.id, [("Run it?", "y"), ("[k]eep or [d]iscard", "d")])
+    assert "+ joke.txt" in shown and "discarded" in shown
+    assert [e["path"] for e in workspace.list_files()] == ["old.txt"]
+    assert workspace.download_zip() == before
+
+
+def test_do_with_the_programs_edited_in_the_editor_runs_the_edited_ones(cli, api, fake_llm):
+    fake_llm.script(tool_call(JOKE))
+    cli.env["EDITOR"] = "sed -i s/knock/KNOCK/"
+    workspace = api.workspace()
+    joke_at_a_terminal(
+        cli, workspace.id, [("Run it?", "e"), ("Run it?", "y"), ("[k]eep or [d]iscard", "k")]
+    )
+    assert workspace.read_file("joke.txt") == b"KNOCK knock\n"
+
+
+def test_do_answered_no_runs_nothing(cli, api, fake_llm):
+    fake_llm.script(tool_call(JOKE))
+    child = cli.spawn("do", "write a joke", "--kind", "fs")
+    child.expect_exact("Run it?")
+    child.sendline("n")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 1
+    assert api.actions() == []
+
+
+def test_do_yes_json_in_a_script_sends_the_credential_for_that_call_alone(
+    cli, api, fake_llm, caplog
+):
+    caplog.set_level(logging.DEBUG)
+    assert cli.run("creds", "add", "API_KEY", input=f"{CANARY}\n").returncode == 0
+    code = "import os\nprint(len(os.environ['API_KEY']), os.environ['API_KEY'])"
+    fake_llm.script(tool_call({**JOKE, "forward_code": code, "credentials": ["API_KEY"]}))
+    done = cli.run("do", "print the key's length", "--kind", "python", "--yes", "--json")
+    assert done.returncode == 0, done.stderr
+    assert "\x1b[" not in done.stdout + done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["proposal"]["credentials"] == ["API_KEY"]
+    assert (answer["action"]["status"], answer["action"]["stdout"]) == (
+        "succeeded",
+        f"{len(CANARY)} ****\n",
+    )
+    assert "API_KEY" in json.dumps(fake_llm.requests[0]) and CANARY not in json.dumps(
+        fake_llm.requests
+    )
+    assert CANARY not in caplog.text
+    assert CANARY.encode() not in database_dump()
+
+
+def test_do_fs_yes_keeps_without_asking(cli, api, fake_llm):
+    fake_llm.script(tool_call(JOKE))
+    workspace = api.workspace()
+    done = cli.run("do", "a joke", "--kind", "fs", "--workspace", str(workspace.id), "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "+ joke.txt" in done.stdout and "\x1b[" not in done.stdout + done.stderr
+    assert workspace.read_file("joke.txt") == b"knock knock\n"

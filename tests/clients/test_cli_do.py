@@ -125,3 +125,69 @@ def test_do_fs_yes_keeps_without_asking(cli, api, fake_llm):
     assert done.returncode == 0, done.stderr
     assert "+ joke.txt" in done.stdout and "\x1b[" not in done.stdout + done.stderr
     assert workspace.read_file("joke.txt") == b"knock knock\n"
+
+
+# -- --dir: a folder of this machine is the workspace ----------------------------------------
+
+NOT_CHANGED = (
+    "from undoable_client.cli.local_dir import LocalFolder\n"
+    "LocalFolder.unchanged = lambda self: True"
+)
+
+
+def joke_in_a_folder(cli: Cli, folder, decision: str, *, meanwhile=None, patch: str = ""):
+    child = cli.spawn("do", "write a joke to joke.txt", "--kind", "fs", "--dir", str(folder),
+                      patch=patch)  # fmt: skip
+    child.logfile_read = shown = io.StringIO()
+    child.expect_exact("Run it?")
+    child.sendline("y")
+    child.expect("joke.txt")
+    child.expect_exact("[k]eep or [d]iscard")
+    if meanwhile:
+        meanwhile()
+    child.sendline(decision)
+    child.expect(pexpect.EOF)
+    child.close()
+    return child.exitstatus, shown.getvalue()
+
+
+@pytest.fixture
+def folder(tmp_path):
+    mine = tmp_path / "mine"
+    (mine / "notes").mkdir(parents=True)
+    (mine / "notes" / "old.txt").write_text("old")
+    return mine
+
+
+def test_do_dir_kept_writes_the_joke_into_the_local_folder(cli, fake_llm, folder):
+    fake_llm.script(tool_call(JOKE))
+    status, shown = joke_in_a_folder(cli, folder, "k")
+    assert status == 0, shown
+    assert (folder / "joke.txt").read_text() == "knock knock\n"
+    assert (folder / "notes" / "old.txt").read_text() == "old"
+
+
+def test_do_dir_discarded_leaves_the_folder_byte_for_byte(cli, fake_llm, folder):
+    from undoable_client.cli.local_dir import fingerprint
+
+    fake_llm.script(tool_call(JOKE))
+    before = fingerprint(folder)
+    status, _ = joke_in_a_folder(cli, folder, "d")
+    assert status == 0 and fingerprint(folder) == before
+
+
+def test_deny_a_folder_changed_since_it_was_sent_is_not_written(cli, api, fake_llm, folder):
+    fake_llm.script(tool_call(JOKE))
+    edit = lambda: (folder / "notes" / "old.txt").write_text("edited meanwhile")  # noqa: E731
+    status, shown = joke_in_a_folder(cli, folder, "k", meanwhile=edit)
+    assert status == 1 and "changed since it was" in shown
+    assert not (folder / "joke.txt").exists()
+    assert api.actions()[0].status == "discarded"
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_check_a_changed_folder_is_written(cli, fake_llm, folder):
+    fake_llm.script(tool_call(JOKE))
+    edit = lambda: (folder / "notes" / "old.txt").write_text("edited meanwhile")  # noqa: E731
+    joke_in_a_folder(cli, folder, "k", meanwhile=edit, patch=NOT_CHANGED)
+    assert (folder / "joke.txt").exists()

@@ -80,3 +80,17 @@ def test_the_async_client_streams_keeps_and_uses_no_worker_thread(app_server, ow
             return before, action.status, "".join(seen), await workspace.read_file("a.txt")
 
     assert asyncio.run(main()) == ("pending", "kept", "w\n", b"a")
+
+
+def test_a_workspace_downloads_as_a_tar_for_its_owner_only(client, app_server, stranger):
+    import io
+    import tarfile
+
+    workspace = client.workspace()
+    workspace.write_file("d/a.txt", "a")
+    raw = client.request("GET", f"/workspaces/{workspace.id}/tar")
+    with tarfile.open(fileobj=io.BytesIO(raw)) as archive:
+        assert sorted(m.name for m in archive.getmembers()) == ["d", "d/a.txt"]
+        assert archive.extractfile("d/a.txt").read() == b"a"  # type: ignore[union-attr]
+    with pytest.raises(NotFound):
+        Client(app_server, stranger.token).request("GET", f"/workspaces/{workspace.id}/tar")

@@ -15,7 +15,11 @@ PRIVATE_MODE = 0o600  # the token (and credentials, without a keyring) are its o
 PRIVATE_DIR_MODE = 0o700
 
 
-class ConfigError(Exception):
+class UserError(Exception):
+    """A mistake the person can fix: the command prints its message and exits 1."""
+
+
+class ConfigError(UserError):
     """No server or token configured, or a config file that cannot be read."""
 
 

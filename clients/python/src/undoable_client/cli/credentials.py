@@ -14,15 +14,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from undoable_client.cli.config import config_dir, read_json, write_private
+from undoable_client.cli.config import UserError, config_dir, read_json, write_private
 
 SERVICE = "undoable"
 # An environment variable name: the program reads the credential as one.
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
-class SecretError(Exception):
-    pass
+class SecretError(UserError):
+    """A bad credential name, or one not kept here."""
 
 
 def store_path() -> Path:

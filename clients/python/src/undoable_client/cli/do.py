@@ -7,6 +7,7 @@ action: Keep or Undo, which runs the reverse program). `--yes` answers yes and K
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -16,6 +17,7 @@ from undoable_client.cli.ui import Ui
 
 if TYPE_CHECKING:
     from undoable_client.actions import Action
+    from undoable_client.cli.local_dir import LocalFolder
 
 # The line between the two programs in the file $EDITOR opens.
 REVERSE_MARK = "# ---- reverse (undo) program below this line ----"
@@ -56,6 +58,9 @@ def do(
     db: Annotated[
         str | None, typer.Option("--db", help="A db action's SQLite file in the workspace.")
     ] = None,
+    local: Annotated[
+        Path | None, typer.Option("--dir", help="A folder of this machine as the workspace (fs).")
+    ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Run and Keep without asking.")] = False,
     json_out: JsonFlag = False,
 ) -> None:
@@ -65,7 +70,14 @@ def do(
     ui = make_ui(json_out)
     if kind not in ("python", "fs", "db", "rest"):
         raise typer.BadParameter("--kind is one of python, fs, db, rest")
+    if local is not None and (kind != "fs" or workspace is not None):
+        raise typer.BadParameter("--dir takes --kind fs and no --workspace")
     api = client()
+    folder = None
+    if local is not None:
+        from undoable_client.cli.local_dir import LocalFolder
+
+        folder = LocalFolder(local)
     with ui.spinner("asking the LLM"):
         proposal = api.proposal(prompt, kind, hosts=host or [], credentials=credentials.names())
     forward, reverse = proposal["forward_code"], proposal["reverse_code"]
@@ -80,6 +92,8 @@ def do(
         if answer != "y":
             ui.note("nothing ran")
             raise typer.Exit(EXIT_FAILED)
+    if folder is not None:
+        workspace = folder.send(api)
     options: dict[str, Any] = {
         "reverse_code": reverse,
         "hosts": host or proposal.get("hosts") or [],
@@ -90,7 +104,7 @@ def do(
     }
     action = api.action(kind, forward, on_stdout=ui.stream,
                         on_stderr=lambda text: ui.stream(text, "stderr"), **options)  # fmt: skip
-    decide(ui, action, yes)
+    decide(ui, action, yes, folder)
     if ui.json_mode:
         ui.json({"proposal": proposal, "action": action.data})
     if action.status in ("failed", "reverse_failed"):
@@ -108,23 +122,32 @@ def show_proposal(ui: Ui, proposal: dict[str, Any], forward: str, reverse: str) 
         ui.line("the LLM says this cannot be undone", "bold red")
 
 
-def decide(ui: Ui, action: Action, yes: bool) -> None:
-    """Show what the action did, then Keep it or take it back."""
+def decide(ui: Ui, action: Action, yes: bool, folder: LocalFolder | None = None) -> None:
+    """Show what the action did, then Keep it (into `folder` when the workspace is a local
+    one) or take it back."""
     from undoable_client.cli.actions import show_action
 
     if not ui.json_mode:
         show_action(ui, action)
     if action.status != "pending":
         return
+
+    def keep() -> None:
+        if folder is None:
+            action.keep()
+            return
+        for path in folder.keep(action):
+            ui.line(f"applied {path} in {folder.folder}")
+
     if yes:
-        action.keep()
+        keep()
     elif action.kind == "rest":
         if ask("Its effect happened. [k]eep, [u]ndo", "ku", "k") == "k":
-            action.keep()
+            keep()
         else:
             action.undo(on_stdout=ui.stream, on_stderr=lambda text: ui.stream(text, "stderr"))
     elif ask("[k]eep or [d]iscard the change?", "kd", "d") == "k":
-        action.keep()
+        keep()
     else:
         action.discard()
     ui.line(f"action {action.id}: {action.status}", "bold")

@@ -93,13 +93,12 @@ def mcp() -> None:
 
 def run() -> None:
     """The console script: the app, with the errors people should read turned into messages."""
-    from undoable_client.cli.config import ConfigError
-    from undoable_client.cli.credentials import SecretError
+    from undoable_client.cli.config import UserError
     from undoable_client.errors import ApiError
 
     try:
         app()
-    except (ApiError, ConfigError, SecretError) as exc:
+    except (ApiError, UserError) as exc:
         message = exc.message if isinstance(exc, ApiError) else str(exc)
         current_ui().error(message)
         sys.exit(EXIT_FAILED)

@@ -61,6 +61,8 @@ def test_piped_output_holds_no_ansi_codes_even_for_tables_and_errors(cli, app_se
     assert listed.stdout == "a.txt\tfile\t5\n"
     assert refused.returncode == 1 and refused.stderr.startswith("error: missing, invalid")
     assert cli.run("session", "get", sid, "a.txt").stdout == "hello"
+    fetched = json.loads(cli.run("session", "get", sid, "a.txt", "--json").stdout)
+    assert (fetched["size"], fetched["data_base64"]) == (5, "aGVsbG8=")
     assert cli.run("session", "rm", sid).returncode == 0
     assert cli.run("session", "ls", sid).returncode == 1
 

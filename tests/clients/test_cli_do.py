@@ -191,3 +191,34 @@ def test_sabotage_without_the_check_a_changed_folder_is_written(cli, fake_llm, f
     edit = lambda: (folder / "notes" / "old.txt").write_text("edited meanwhile")  # noqa: E731
     joke_in_a_folder(cli, folder, "k", meanwhile=edit, patch=NOT_CHANGED)
     assert (folder / "joke.txt").exists()
+
+
+def test_do_db_on_a_sqlite_file_shows_the_statements_and_rows_then_keeps(
+    cli, api, fake_llm, tmp_path
+):
+    import sqlite3
+
+    workspace = api.workspace()
+    setup = (
+        "db.execute('CREATE TABLE users (id INTEGER PRIMARY KEY, balance INTEGER)')\n"
+        "db.execute('INSERT INTO users (balance) VALUES (10), (20)')\n"
+    )
+    api.action("db", setup, workspace=workspace.id, db={"sqlite": "bank.db"}).keep()
+    add_500 = "db.execute('UPDATE users SET balance = balance + 500')\n"
+    fake_llm.script(tool_call({**JOKE, "forward_code": add_500, "reverse_code": ""}))
+    child = cli.spawn("do", "add 500 to every balance", "--kind", "db", "--workspace",
+                      str(workspace.id), "--db", "bank.db")  # fmt: skip
+    child.logfile_read = shown = io.StringIO()
+    child.expect_exact("Run it?")
+    child.sendline("y")
+    child.expect_exact("[k]eep or [d]iscard")
+    child.sendline("k")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, shown.getvalue()
+    assert "UPDATE users SET balance = balance + 500" in shown.getvalue()
+    assert "(2 row(s) affected)" in shown.getvalue()
+    copy = tmp_path / "bank.db"
+    copy.write_bytes(workspace.read_file("bank.db"))
+    with sqlite3.connect(copy) as db:
+        assert [r[0] for r in db.execute("SELECT balance FROM users ORDER BY id")] == [510, 520]

@@ -70,10 +70,20 @@ def get(
     session_id: SessionId,
     remote: Annotated[str, typer.Argument(help="The file's path in the session.")],
     local: Annotated[str, typer.Argument(help="Where to write it; - for stdout.")] = "-",
+    json_out: JsonFlag = False,
 ) -> None:
     """Download a file from the session's workspace."""
+    ui = make_ui(json_out)
     data = client().get_session(session_id).read_file(remote)
-    if local == "-":
+    if ui.json_mode:
+        import base64
+
+        if local != "-":
+            Path(local).write_bytes(data)
+        inline = base64.b64encode(data).decode() if local == "-" else None
+        ui.json({"path": remote, "size": len(data), "written_to": None if local == "-" else local,
+                 "data_base64": inline})  # fmt: skip
+    elif local == "-":
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:

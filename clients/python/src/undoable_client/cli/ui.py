@@ -41,8 +41,9 @@ class Ui:
         """Progress and hints: to stderr, so stdout stays the result."""
         if self.rich:
             from rich.console import Console
+            from rich.markup import escape
 
-            Console(stderr=True, highlight=False).print(f"[dim]{text}[/dim]")
+            Console(stderr=True, highlight=False).print(f"[dim]{escape(text)}[/dim]")
         elif not self.json_mode:
             sys.stderr.write(text + "\n")
 
@@ -111,7 +112,10 @@ class Ui:
             self.json({"error": message})
         elif self.rich:
             from rich.console import Console
+            from rich.markup import escape
 
-            Console(stderr=True, highlight=False).print(f"[bold red]error:[/bold red] {message}")
+            Console(stderr=True, highlight=False).print(
+                f"[bold red]error:[/bold red] {escape(message)}"
+            )
         else:
             sys.stderr.write(f"error: {message}\n")

@@ -6,6 +6,7 @@ import io
 import json
 import logging
 import stat
+from pathlib import Path
 
 import pexpect
 import pytest
@@ -244,3 +245,19 @@ def test_mcp_without_its_module_says_what_to_install(cli):
         1,
         "error: the MCP server is not installed: install undoable-client[mcp]\n",
     )
+
+
+def test_with_a_keyring_the_value_lives_there_and_the_file_lists_only_names(cli, tmp_path):
+    ring = tmp_path / "keyring.json"
+    cli.env.update(
+        PYTHON_KEYRING_BACKEND="file_keyring.FileKeyring",
+        PYTHONPATH=f"{cli.env['PYTHONPATH']}:{Path(__file__).parent}",
+        TEST_KEYRING_FILE=str(ring),
+    )
+    assert CANARY not in add_credential(cli, "API_KEY", CANARY)
+    assert json.loads(ring.read_text()) == {"undoable/API_KEY": CANARY}
+    listing = (cli.home / "config" / "undoable" / "credentials.json").read_text()
+    assert "API_KEY" in listing and CANARY not in listing
+    assert "FileKeyring" in json.loads(cli.run("creds", "ls", "--json").stdout)["where"]
+    assert cli.run("creds", "rm", "API_KEY").returncode == 0
+    assert json.loads(ring.read_text()) == {}

@@ -222,3 +222,34 @@ def test_do_db_on_a_sqlite_file_shows_the_statements_and_rows_then_keeps(
     copy.write_bytes(workspace.read_file("bank.db"))
     with sqlite3.connect(copy) as db:
         assert [r[0] for r in db.execute("SELECT balance FROM users ORDER BY id")] == [510, 520]
+
+
+def test_do_rest_posts_then_undo_runs_the_reverse_with_the_kept_credentials(cli, api, fake_llm):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fakes"))
+    from slack_server import FakeSlackServer
+
+    from tests.clients.test_client_actions import DELETE, POST
+
+    with FakeSlackServer(token=CANARY) as slack:
+        cli.run("creds", "add", "SLACK_URL", input=f"{slack.base_url}\n")
+        cli.run("creds", "add", "SLACK_TOKEN", input=f"{CANARY}\n")
+        host = f"127.0.0.1:{slack.port}"
+        proposal = {**JOKE, "forward_code": POST, "reverse_code": DELETE,
+                    "credentials": ["SLACK_URL", "SLACK_TOKEN"], "hosts": [host]}  # fmt: skip
+        fake_llm.script(tool_call(proposal))
+        child = cli.spawn("do", "post a joke to Slack", "--kind", "rest", "--host", host)
+        child.logfile_read = shown = io.StringIO()
+        child.expect_exact("Run it?")
+        child.sendline("y")
+        child.expect_exact("[k]eep, [u]ndo")
+        posted = [m["ts"] for m in slack.messages("C1")]
+        child.sendline("u")
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0, shown.getvalue()
+        assert len(posted) == 1 and slack.wait_for_deleted(posted[0], timeout_s=10)
+    assert "reversed" in shown.getvalue() and CANARY not in shown.getvalue()
+    assert api.actions()[0].status == "reversed"

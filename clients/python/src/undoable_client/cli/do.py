@@ -104,7 +104,7 @@ def do(
     }
     action = api.action(kind, forward, on_stdout=ui.stream,
                         on_stderr=lambda text: ui.stream(text, "stderr"), **options)  # fmt: skip
-    decide(ui, action, yes, folder)
+    decide(ui, action, yes, folder, options["credentials"])
     if ui.json_mode:
         ui.json({"proposal": proposal, "action": action.data})
     if action.status in ("failed", "reverse_failed"):
@@ -122,9 +122,11 @@ def show_proposal(ui: Ui, proposal: dict[str, Any], forward: str, reverse: str) 
         ui.line("the LLM says this cannot be undone", "bold red")
 
 
-def decide(ui: Ui, action: Action, yes: bool, folder: LocalFolder | None = None) -> None:
+def decide(ui: Ui, action: Action, yes: bool, folder: LocalFolder | None = None,
+           credentials: dict[str, str] | None = None) -> None:  # fmt: skip
     """Show what the action did, then Keep it (into `folder` when the workspace is a local
-    one) or take it back."""
+    one) or take it back; the reverse program gets the credentials again (the server keeps
+    none)."""
     from undoable_client.cli.actions import show_action
 
     if not ui.json_mode:
@@ -145,7 +147,8 @@ def decide(ui: Ui, action: Action, yes: bool, folder: LocalFolder | None = None)
         if ask("Its effect happened. [k]eep, [u]ndo", "ku", "k") == "k":
             keep()
         else:
-            action.undo(on_stdout=ui.stream, on_stderr=lambda text: ui.stream(text, "stderr"))
+            action.undo(credentials, on_stdout=ui.stream,
+                        on_stderr=lambda text: ui.stream(text, "stderr"))  # fmt: skip
     elif ask("[k]eep or [d]iscard the change?", "kd", "d") == "k":
         keep()
     else:

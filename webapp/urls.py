@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from webapp.actions.api import router as actions_router
+from webapp.actions.proposals_api import router as proposals_router
 from webapp.actions.workspaces_api import router as workspaces_router
 from webapp.agents.api import api
 from webapp.health import healthz
@@ -9,6 +10,7 @@ from webapp.health import healthz
 # Here, not in webapp.agents.api: the actions app builds on the agents app, not the reverse.
 api.add_router("/v1/actions", actions_router)
 api.add_router("/v1/workspaces", workspaces_router)
+api.add_router("/v1/proposals", proposals_router)
 
 urlpatterns = [
     path("", include("webapp.queries.urls")),

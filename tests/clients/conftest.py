@@ -21,3 +21,5 @@ from tests.webapp.workspaces.conftest import workspaces_root  # noqa: F401
 CLIENT_SRC = Path(__file__).resolve().parents[2] / "clients" / "python" / "src"
 if str(CLIENT_SRC) not in sys.path:
     sys.path.insert(0, str(CLIENT_SRC))
+
+from tests.webapp.conftest import fake_llm  # noqa: E402, F401 (the scripted LLM)

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "clients" / "python"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "clients" / "python"
+CONSTRAINTS = ROOT / "requirements" / "constraints.txt"
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("sessions")]
 
@@ -41,14 +43,14 @@ asyncio.run(main())
 
 @pytest.fixture(scope="module")
 def client_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv with the client package installed and nothing else, not even pip."""
+    """A venv with the client package and its dependencies (httpx's) installed, not even pip."""
     root = tmp_path_factory.mktemp("client-venv")
     source = shutil.copytree(PACKAGE, root / "source")  # the build writes next to its source
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
     python = venv / "bin" / "python"
-    # The running pip installs into that venv (--python). Setuptools builds the wheel in an
-    # isolated environment it gets from the package index: the package itself needs nothing.
+    # The running pip installs into that venv (--python), its dependencies pinned by the
+    # project's constraints. Setuptools builds the wheel in an isolated environment.
     subprocess.run(
         [
             sys.executable,
@@ -58,8 +60,9 @@ def client_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
             python,
             "install",
             "--quiet",
-            "--no-deps",
             "--no-input",
+            "--constraint",
+            CONSTRAINTS,
             source,
         ],
         check=True,
@@ -68,15 +71,16 @@ def client_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
-def test_the_client_package_is_all_an_empty_venv_gets(client_venv):
+def test_the_client_package_brings_no_server_side_package(client_venv):
     site = subprocess.run(
         [client_venv, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
         check=True,
         capture_output=True,
         text=True,
     ).stdout.strip()
-    installed = {p.name for p in Path(site).iterdir()}
-    assert installed == {"undoable_client", "undoable_client-0.1.0.dist-info"}
+    installed = {p.name.lower() for p in Path(site).iterdir()}
+    assert {"undoable_client", "httpx"} <= installed
+    assert not installed & {"django", "celery", "webapp", "executor", "openai"}
 
 
 def test_the_installed_client_runs_code_with_no_django_present(client_venv, app_server, owner):
@@ -89,3 +93,13 @@ def test_the_installed_client_runs_code_with_no_django_present(client_venv, app_
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "[]\n42\nasync\n42\n"
+
+
+def test_the_installed_undoable_command_runs_code_from_stdin(client_venv, app_server, owner):
+    undoable = client_venv.parent / "undoable"
+    assert "session" in subprocess.run([undoable, "--help"], capture_output=True, text=True,
+                                       check=True).stdout  # fmt: skip
+    env = {"UNDOABLE_URL": app_server, "UNDOABLE_TOKEN": owner.token, "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([undoable, "exec", "-"], input="print(6 * 7)\nraise SystemExit(2)",
+                          capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert (done.returncode, done.stdout) == (2, "42\n")

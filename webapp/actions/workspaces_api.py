@@ -152,6 +152,14 @@ async def upload_zip(request: HttpRequest, workspace_id: int) -> HttpResponse:
     return JsonResponse({"entries": entries, "truncated": len(entries) >= MAX_LISTED})
 
 
+@router.get("/{workspace_id}/tar", response={200: bytes, **ERRORS}, summary="Download as a tar")
+async def download_tar(request: HttpRequest, workspace_id: int) -> HttpResponse:
+    """A gzipped tar of the workspace: modes kept, links stored as links."""
+    workspace = await _load(request, workspace_id)
+    data = await in_pool(workspaces.workspace_tar, workspace=workspace)
+    return HttpResponse(data, content_type="application/gzip")
+
+
 @router.get("/{workspace_id}/zip", response={200: bytes, **ERRORS}, summary="Download as a zip")
 async def download_zip(request: HttpRequest, workspace_id: int) -> HttpResponse:
     workspace = await _load(request, workspace_id)

@@ -123,10 +123,11 @@ def propose_action(
     kind: str = "python",
     credential_names: list[str] | None = None,
     connection_lines: list[str] | None = None,
+    hosts: list[str] | None = None,
 ) -> Proposal:
     """Ask for forward and reverse code. Only credential names ever go to the model."""
     user = prompts.propose_user_message(
-        prompt, kind, list(credential_names or []), connection_lines
+        prompt, kind, list(credential_names or []), connection_lines, hosts
     )
     args, content = _ask(prompts.PROPOSE_SYSTEM, user, prompts.PROPOSE_TOOL, prompts.FENCED_HINT)
     if args is not None:

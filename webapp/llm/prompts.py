@@ -93,7 +93,11 @@ KIND_HINTS = {
 
 
 def propose_user_message(
-    prompt: str, kind: str, credential_names: list[str], connection_lines: list[str] | None = None
+    prompt: str,
+    kind: str,
+    credential_names: list[str],
+    connection_lines: list[str] | None = None,
+    hosts: list[str] | None = None,
 ) -> str:
     """The person's request plus context. Only credential NAMES (and the scopes a connected
     service granted) ever reach the model."""
@@ -104,6 +108,8 @@ def propose_user_message(
         lines.append(
             "Credentials available as environment variables: " + ", ".join(credential_names)
         )
+    if hosts:
+        lines.append("Hosts the code may call (no others): " + ", ".join(hosts))
     if connection_lines:
         lines.append("Connected services (token in the named environment variable):")
         lines.extend(f"- {line}" for line in connection_lines)

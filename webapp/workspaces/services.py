@@ -6,6 +6,7 @@ import io
 import logging
 import os
 import stat
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -109,6 +110,20 @@ def workspace_zip(*, workspace: Workspace) -> bytes:
                 elif stat.S_ISREG(st.st_mode):
                     with open(path, "rb") as f:
                         archive.writestr(info, f.read())
+    return buffer.getvalue()
+
+
+def workspace_tar(*, workspace: Workspace) -> bytes:
+    """The workspace as a gzipped tar: files and folders with their modes, a link stored as a
+    link (never followed). `undoable do --dir` applies a kept change from it."""
+    buffer = io.BytesIO()
+    root = workspace.root
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            for name in sorted(dirnames) + sorted(filenames):
+                path = Path(dirpath, name)
+                archive.add(path, arcname=str(path.relative_to(root)), recursive=False)
     return buffer.getvalue()
 
 

@@ -140,3 +140,19 @@ def test_against_the_server_a_refused_exec_is_retried_until_served(app_server, o
     result = Client(app_server, owner.token).exec("print(6*7)")
     holder.join(30)
     assert result.stdout == "42\n"
+
+
+def test_a_503_to_a_session_cell_is_not_retried_since_the_cell_may_have_run(waits):
+    reply = (200, {}, {"id": "s1", "expires_at": "2026-01-01T00:00:00Z"})
+    with FakeServer([reply, busy(503, "1"), (200, {}, OK)]) as server:
+        session = Client(server.url, "udb_x").session()
+        with pytest.raises(client_module.Unavailable):
+            session.exec("x = 1")
+    assert waits == []
+
+
+def test_a_429_to_a_session_cell_is_retried_since_nothing_ran(waits):
+    reply = (200, {}, {"id": "s1", "expires_at": "2026-01-01T00:00:00Z"})
+    with FakeServer([reply, busy(429, "1"), (200, {}, OK)]) as server:
+        assert Client(server.url, "udb_x").session().exec("x = 1").stdout == "2\n"
+    assert waits == [1.0]

@@ -1,7 +1,7 @@
 """Actions (code run for real, then kept or undone) and the workspaces they work in.
 
     action = client.action("fs", "open('joke.txt', 'w').write('knock knock')",
-                           on_output=lambda chunk: print(chunk["text"], end=""))
+                           on_stdout=lambda text: print(text, end=""))
     action.status            # "pending": the change waits
     action.change["entries"] # what it would change
     action.keep()            # or action.discard(), or action.undo()
@@ -14,28 +14,21 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+
+from undoable_client import _protocol as protocol
+from undoable_client._protocol import MOVING, Listeners, OutputCallback, TextCallback
 
 if TYPE_CHECKING:
     from undoable_client.client import Client
 
-NDJSON = "application/x-ndjson"
-# States after which nothing happens without a request (keep, discard, undo).
-MOVING = frozenset({"queued", "running"})
-OutputCallback = Callable[[dict[str, Any]], None]
 _sleep = time.sleep
 
 
-class Action:
-    """An action as the server last described it; `keep()`, `discard()`, `undo()` and
-    `refresh()` update it in place."""
+class ActionFields:
+    """The fields of an action as the server last described it (`data`)."""
 
-    def __init__(self, client: Client, data: dict[str, Any]) -> None:
-        self.client = client
-        self.data = data
+    data: dict[str, Any]
 
     id = property(lambda self: int(self.data["id"]))
     status = property(lambda self: str(self.data["status"]))
@@ -49,27 +42,36 @@ class Action:
     reverse = property(lambda self: self.data.get("reverse"))
 
     def __repr__(self) -> str:
-        return f"<Action {self.id} {self.kind} {self.status}>"
+        return f"<{type(self).__name__} {self.id} {self.kind} {self.status}>"
 
-    def _post(self, verb: str, body: dict[str, Any] | None = None,
-              on_output: OutputCallback | None = None) -> Action:  # fmt: skip
-        path = f"/actions/{self.id}/{verb}"
-        self.data = _answer(self.client, path, body or {}, on_output=on_output)
+
+class Action(ActionFields):
+    """`keep()`, `discard()`, `undo()`, `refresh()` and `wait()` update it in place."""
+
+    def __init__(self, client: Client, data: dict[str, Any]) -> None:
+        self.client = client
+        self.data = data
+
+    def _verb(self, verb: str, body: dict[str, Any], listeners: Listeners) -> Action:
+        call = protocol.verb_call(self.id, verb, body, listeners.wanted)
+        self.data = self.client.call_action(call, listeners)
         return self
 
     def keep(self) -> Action:
         """Apply the pending change (for rest: record that the effect stands)."""
-        return self._post("keep")
+        return self._verb("keep", {}, Listeners())
 
     def discard(self) -> Action:
         """Throw the pending fs or db change away."""
-        return self._post("discard")
+        return self._verb("discard", {}, Listeners())
 
     def undo(self, credentials: dict[str, str] | None = None,
-             on_output: OutputCallback | None = None) -> Action:  # fmt: skip
+             on_output: OutputCallback | None = None, on_stdout: TextCallback | None = None,
+             on_stderr: TextCallback | None = None) -> Action:  # fmt: skip
         """Take the action back: Discard while pending, else run the reverse program, which
         needs its credentials again (the server keeps none)."""
-        return self._post("undo", {"credentials": credentials or {}}, on_output=on_output)
+        listeners = Listeners(on_output, on_stdout, on_stderr)
+        return self._verb("undo", {"credentials": credentials or {}}, listeners)
 
     def refresh(self) -> Action:
         self.data = self.client._json("GET", f"/actions/{self.id}")
@@ -85,58 +87,6 @@ class Action:
         return self
 
 
-def action_create(client: Client, kind: str, forward_code: str, *, reverse_code: str = "",
-                  hosts: list[str] | None = None, intent: str = "",
-                  credentials: dict[str, str] | None = None, workspace: int | None = None,
-                  db: dict[str, str] | None = None, timeout_s: float | None = None,
-                  idempotency_key: str | None = None,
-                  on_output: OutputCallback | None = None) -> Action:  # fmt: skip
-    """Create an action and run its forward program; returns it once it has settled.
-
-    `on_output(chunk)` is called with each piece of output as it comes
-    ({"seq", "stream", "text"}). `db` is {"sqlite": PATH} or {"postgres": CREDENTIAL_NAME}.
-    """
-    body: dict[str, Any] = {"kind": kind, "forward_code": forward_code}
-    optional = {
-        "reverse_code": reverse_code,
-        "hosts": hosts,
-        "intent": intent,
-        "credentials": credentials,
-        "workspace": workspace,
-        "db": db,
-        "timeout_s": timeout_s,
-    }
-    body.update({name: value for name, value in optional.items() if value})
-    key = idempotency_key or uuid.uuid4().hex
-    data = _answer(client, "/actions", body, on_output=on_output, key=key)
-    return Action(client, data)
-
-
-def _answer(client: Client, path: str, body: dict[str, Any], *, on_output: OutputCallback | None,
-            key: str | None = None) -> dict[str, Any]:  # fmt: skip
-    """POST `body`; the action from the JSON answer, or from the last NDJSON line after each
-    output line went to `on_output`."""
-    headers = {"Idempotency-Key": key} if key else {}
-    raw = json.dumps(body).encode()
-    if on_output is None:
-        answer: dict[str, Any] = client._json("POST", path, body, headers=headers)
-        return answer
-    headers["Accept"] = NDJSON
-    action: dict[str, Any] | None = None
-    with client.open("POST", path, body=raw, headers=headers) as response:
-        for line in response:
-            if not line.strip():
-                continue
-            event = json.loads(line)
-            if event.get("type") == "output":
-                on_output(event)
-            elif event.get("type") == "action":
-                action = event["action"]
-    if action is None:
-        raise ConnectionError("the server ended the stream before the action's last line")
-    return action
-
-
 class Workspace:
     """A folder of files that fs and db actions work in (`client.workspace()`)."""
 
@@ -148,30 +98,27 @@ class Workspace:
     def __repr__(self) -> str:
         return f"<Workspace {self.id}>"
 
-    def _file(self, path: str) -> str:
-        return f"{self._path}/files/{quote(path.lstrip('/'), safe='/')}"
-
     def write_file(self, path: str, data: bytes | str) -> None:
         blob = data.encode("utf-8") if isinstance(data, str) else data
-        self.client.request("PUT", self._file(path), body=blob,
+        self.client.request("PUT", protocol.file_path(self._path, path), body=blob,
                             content_type="application/octet-stream")  # fmt: skip
 
     def read_file(self, path: str) -> bytes:
-        return self.client.request("GET", self._file(path))
+        return self.client.request("GET", protocol.file_path(self._path, path))
 
     def delete_file(self, path: str) -> None:
-        self.client.request("DELETE", self._file(path))
+        self.client.request("DELETE", protocol.file_path(self._path, path))
 
     def list_files(self) -> list[dict[str, Any]]:
-        entries: list[dict[str, Any]] = self.client._json("GET", f"{self._path}/files")["entries"]
-        return entries
+        found: list[dict[str, Any]] = self.client._json("GET", f"{self._path}/files")["entries"]
+        return found
 
     def upload_zip(self, data: bytes) -> list[dict[str, Any]]:
         """Unpack a zip into the workspace, all or nothing; the listing after."""
         answer = self.client.request("POST", f"{self._path}/zip", body=data,
                                      content_type="application/zip")  # fmt: skip
-        entries: list[dict[str, Any]] = json.loads(answer)["entries"]
-        return entries
+        found: list[dict[str, Any]] = json.loads(answer)["entries"]
+        return found
 
     def download_zip(self) -> bytes:
         return self.client.request("GET", f"{self._path}/zip")

@@ -1,139 +1,181 @@
-"""The synchronous client for /api/v1/exec and /api/v1/sessions, on urllib."""
+"""The synchronous client for /api/v1: exec, sessions, actions and workspaces, on httpx."""
 
 from __future__ import annotations
 
-import email.utils
+import contextlib
 import json
 import time
-import urllib.error
-import urllib.request
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, urlencode
 
-from undoable_client.models import ApiError, ExecResult
+import httpx
 
-if TYPE_CHECKING:
-    from undoable_client.actions import Action, Workspace
+from undoable_client import _protocol as protocol
+from undoable_client._protocol import Call, Listeners, OutputCallback, RetryPolicy, TextCallback
+from undoable_client.actions import Action, Workspace
+from undoable_client.errors import ApiError, ConnectionFailed, NotFound, Unavailable
+from undoable_client.models import ExecResult
 
-# 429 (over the token's quota) and 503 (no capacity) mean nothing ran: asking again is safe.
-RETRY_STATUSES = frozenset({429, 503})
 _sleep = time.sleep  # tests record the waits instead
 
 
 class Client:
     """`Client(url, token)`: url is the server's base address, e.g. http://127.0.0.1:8000.
 
-    A 429 or 503 answer is retried up to `retries` times, each after the server's Retry-After
-    (else 0.5 s, doubling), as long as the waits add up to at most `max_retry_wait_s`; then the
-    ApiError is raised. `retries=0` turns retrying off.
+    A 429 answer, and a 503 to a call safe to repeat, is retried up to `retries` times, each
+    after the server's Retry-After (else 0.5 s, doubling), while the waits add up to at most
+    `max_retry_wait_s`; then the error is raised. `retries=0` turns retrying off.
     """
 
     def __init__(self, url: str, token: str, *, timeout_s: float = 120.0, retries: int = 4,
-                 max_retry_wait_s: float = 30.0) -> None:  # fmt: skip
+                 max_retry_wait_s: float = 30.0,
+                 transport: httpx.BaseTransport | None = None) -> None:  # fmt: skip
         self.base = url.rstrip("/") + "/api/v1"
         self.token = token
         self.timeout_s = timeout_s
-        self.retries = retries
-        self.max_retry_wait_s = max_retry_wait_s
+        self.policy = RetryPolicy(retries, max_retry_wait_s)
+        self.http = httpx.Client(
+            base_url=self.base,
+            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+            timeout=timeout_s,
+            transport=transport,
+        )
 
-    def exec(self, code: str, *, files: dict[str, str] | None = None,
-             interpreter_mode: bool = False, stdin: str | None = None,
-             timeout_s: float | None = None, language: str = "python") -> ExecResult:  # fmt: skip
-        """Run `code` once in a fresh sandbox and return its result."""
-        body: dict[str, Any] = {"code": code, "language": language}
-        if files:
-            body["files"] = files
-        if interpreter_mode:
-            body["interpreter_mode"] = True
-        if stdin is not None:
-            body["stdin"] = stdin
-        if timeout_s is not None:
-            body["timeout_s"] = timeout_s
-        return ExecResult.from_json(self._json("POST", "/exec", body))
+    def close(self) -> None:
+        self.http.close()
 
-    def session(self) -> Session:
-        """Start a stateful session; use it as a context manager so it is always deleted."""
-        data = self._json("POST", "/sessions", {})
-        return Session(self, data["id"], data["expires_at"])
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transport ---------------------------------------------------------------------------
+
+    @contextmanager
+    def send(self, call: Call) -> Iterator[httpx.Response]:
+        """The answer to `call`, open for reading as it comes; errors raised, retries done."""
+        waited_s = 0.0
+        for attempt in range(max(self.policy.retries, 0) + 1):
+            with self._open(call) as response:
+                if response.is_success:
+                    yield response
+                    return
+                response.read()
+                exc = protocol.api_error(response.status_code, response.content,
+                                         response.headers.get("Retry-After"),
+                                         response.reason_phrase)  # fmt: skip
+            delay = self.policy.delay(call, exc, attempt, waited_s)
+            if delay is None:
+                raise exc
+            _sleep(delay)
+            waited_s += delay
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    @contextmanager
+    def _open(self, call: Call) -> Iterator[httpx.Response]:
+        headers = dict(call.headers)
+        if call.body is not None:
+            headers["Content-Type"] = call.content_type
+        timeout = httpx.Timeout(self.timeout_s, read=None) if call.stream else None
+        request = self.http.build_request(call.method, call.path, content=call.body,
+                                          headers=headers, timeout=timeout)  # fmt: skip
+        try:
+            response = self.http.send(request, stream=True)
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(0, f"cannot reach {self.base}: {exc}") from exc
+        try:
+            yield response
+        finally:
+            response.close()
+
+    def call(self, call: Call) -> bytes:
+        with self.send(call) as response:
+            return response.read()
+
+    def call_json(self, call: Call) -> Any:
+        data = self.call(call)
+        return json.loads(data) if data else None
+
+    def call_action(self, call: Call, listeners: Listeners) -> dict[str, Any]:
+        """An action's create or verb: the JSON answer, or the NDJSON stream into `listeners`."""
+        if not listeners.wanted:
+            answer: dict[str, Any] = self.call_json(call)
+            return answer
+        with self.send(call) as response:
+            for line in response.iter_lines():
+                listeners.line(line)
+        return listeners.result()
 
     def request(self, method: str, path: str, *, body: bytes | None = None,
                 content_type: str = "application/json",
                 headers: dict[str, str] | None = None) -> bytes:  # fmt: skip
-        with self.open(method, path, body=body, content_type=content_type,
-                       headers=headers) as response:  # fmt: skip
-            data: bytes = response.read()
-            return data
-
-    def open(self, method: str, path: str, *, body: bytes | None = None,
-             content_type: str = "application/json",
-             headers: dict[str, str] | None = None) -> Any:  # fmt: skip
-        """The open HTTP response (read it as it comes), retried as `request` is."""
-        waited_s = 0.0
-        for attempt in range(max(self.retries, 0) + 1):
-            try:
-                return self._open(method, path, body, content_type, headers or {})
-            except ApiError as exc:
-                delay = self._retry_delay(exc, attempt, waited_s)
-                if delay is None:
-                    raise
-                _sleep(delay)
-                waited_s += delay
-        raise AssertionError("unreachable: the last attempt returns or raises")
-
-    def _retry_delay(self, exc: ApiError, attempt: int, waited_s: float) -> float | None:
-        """How long to wait before asking again, or None to give up and raise."""
-        if exc.status not in RETRY_STATUSES or attempt >= self.retries:
-            return None
-        delay = exc.retry_after_s if exc.retry_after_s is not None else 0.5 * 2**attempt
-        return delay if waited_s + delay <= self.max_retry_wait_s else None
-
-    def _open(self, method: str, path: str, body: bytes | None, content_type: str,
-              headers: dict[str, str]) -> Any:  # fmt: skip
-        req = urllib.request.Request(self.base + path, data=body, method=method)  # noqa: S310
-        req.add_header("Authorization", f"Bearer {self.token}")
-        req.add_header("Accept", "application/json")
-        if body is not None:
-            req.add_header("Content-Type", content_type)
-        for name, value in headers.items():
-            req.add_header(name, value)
-        try:
-            return urllib.request.urlopen(req, timeout=self.timeout_s)  # noqa: S310
-        except urllib.error.HTTPError as exc:
-            raise _api_error(exc) from None
+        """A raw request to `path` under /api/v1; the answer's bytes."""
+        return self.call(Call(method, path, body, content_type, headers or {}))
 
     def _json(self, method: str, path: str, body: dict[str, Any] | None = None,
               headers: dict[str, str] | None = None) -> Any:  # fmt: skip
-        raw = None if body is None else json.dumps(body).encode()
-        data = self.request(method, path, body=raw, headers=headers)
-        return json.loads(data) if data else None
+        return self.call_json(Call.json(method, path, body, headers=headers or {}))
 
-    def action(self, kind: str, forward_code: str, **options: Any) -> Action:
-        """Run an action (see `undoable_client.actions.action_create` for the options)."""
-        from undoable_client.actions import action_create
+    # -- exec and sessions -------------------------------------------------------------------
 
-        return action_create(self, kind, forward_code, **options)
+    def exec(self, code: str, **options: Any) -> ExecResult:
+        """Run `code` once in a fresh sandbox and return its result. Options: files,
+        interpreter_mode, stdin, timeout_s, language."""
+        # A stateless exec that was refused or stopped left nothing behind: safe to repeat.
+        call = Call.json("POST", "/exec", protocol.exec_body(code, **options), retry_safe=True)
+        return ExecResult.from_json(self.call_json(call))
+
+    def session(self) -> Session:
+        """Start a stateful session; use it as a context manager so it is always deleted."""
+        data = self.call_json(Call.json("POST", "/sessions", {}))
+        return Session(self, data["id"], data["expires_at"])
+
+    def get_session(self, session_id: str) -> Session:
+        data = self._json("GET", f"/sessions/{quote(session_id, safe='')}")
+        return Session(self, data["id"], data["expires_at"])
+
+    # -- actions and workspaces --------------------------------------------------------------
+
+    def action(self, kind: str, forward_code: str, *, on_output: OutputCallback | None = None,
+               on_stdout: TextCallback | None = None, on_stderr: TextCallback | None = None,
+               **options: Any) -> Action:  # fmt: skip
+        """Create an action and run its forward program; returns it once it has settled.
+
+        Options: reverse_code, hosts, intent, credentials (this call only), workspace, db
+        ({"sqlite": PATH} or {"postgres": CREDENTIAL_NAME}), timeout_s, idempotency_key.
+        Output streams to `on_output(chunk)`, `on_stdout(text)`, `on_stderr(text)` as it comes.
+        """
+        listeners = Listeners(on_output, on_stdout, on_stderr)
+        call = protocol.action_call(kind, forward_code, stream=listeners.wanted, **options)
+        return Action(self, self.call_action(call, listeners))
 
     def get_action(self, action_id: int) -> Action:
-        from undoable_client.actions import Action
-
         return Action(self, self._json("GET", f"/actions/{int(action_id)}"))
 
-    def actions(self, *, status: str | None = None, kind: str | None = None) -> list[Action]:
-        from undoable_client.actions import Action
-
-        query = urlencode({k: v for k, v in (("status", status), ("kind", kind)) if v})
+    def actions(self, *, status: str | None = None, kind: str | None = None,
+                token: str | None = None) -> list[Action]:  # fmt: skip
+        filters = (("status", status), ("kind", kind), ("token", token))
+        query = urlencode({k: v for k, v in filters if v})
         found = self._json("GET", "/actions" + (f"?{query}" if query else ""))["actions"]
         return [Action(self, data) for data in found]
 
     def workspace(self, workspace_id: int | None = None) -> Workspace:
         """A new workspace, or the one with this id."""
-        from undoable_client.actions import Workspace
-
         if workspace_id is None:
             workspace_id = self._json("POST", "/workspaces")["id"]
         return Workspace(self, int(workspace_id))
+
+    def proposal(self, prompt: str, kind: str, *, hosts: list[str] | None = None,
+                 credentials: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
+        """The server's LLM proposes forward and reverse code for `prompt` (nothing runs)."""
+        body = {"prompt": prompt, "kind": kind, "hosts": hosts or [],
+                "credentials": credentials or []}  # fmt: skip
+        answer: dict[str, Any] = self._json("POST", "/proposals", body)
+        return answer
 
 
 class Session:
@@ -147,9 +189,7 @@ class Session:
 
     def exec(self, code: str, *, language: str = "python",
              timeout_s: float | None = None) -> ExecResult:  # fmt: skip
-        body: dict[str, Any] = {"code": code, "language": language}
-        if timeout_s is not None:
-            body["timeout_s"] = timeout_s
+        body = protocol.session_exec_body(code, language, timeout_s)
         return ExecResult.from_json(self.client._json("POST", self._path + "/exec", body))
 
     def bash(self, command: str, *, timeout_s: float | None = None) -> ExecResult:
@@ -157,32 +197,26 @@ class Session:
 
     def write_file(self, path: str, data: bytes | str) -> None:
         blob = data.encode("utf-8") if isinstance(data, str) else data
-        self.client.request("PUT", self._file(path), body=blob,
+        self.client.request("PUT", protocol.file_path(self._path, path), body=blob,
                             content_type="application/octet-stream")  # fmt: skip
 
     def read_file(self, path: str) -> bytes:
-        return self.client.request("GET", self._file(path))
+        return self.client.request("GET", protocol.file_path(self._path, path))
 
     def list_files(self, path: str = "") -> list[dict[str, Any]]:
         query = f"?{urlencode({'path': path})}" if path else ""
-        entries: list[dict[str, Any]] = self.client._json("GET", f"{self._path}/files{query}")[
+        found: list[dict[str, Any]] = self.client._json("GET", f"{self._path}/files{query}")[
             "entries"
         ]
-        return entries
+        return found
 
     def delete_file(self, path: str) -> None:
-        self.client.request("DELETE", self._file(path))
+        self.client.request("DELETE", protocol.file_path(self._path, path))
 
     def close(self) -> None:
         """Delete the session (its sandbox is killed, its files are gone)."""
-        try:
+        with contextlib.suppress(NotFound):  # already reaped: nothing left to delete
             self.client.request("DELETE", self._path)
-        except ApiError as exc:
-            if exc.status != 404:  # already reaped: nothing left to delete
-                raise
-
-    def _file(self, path: str) -> str:
-        return f"{self._path}/files/{quote(path.lstrip('/'), safe='/')}"
 
     def __enter__(self) -> Session:
         return self
@@ -192,27 +226,4 @@ class Session:
         self.close()
 
 
-def _api_error(exc: urllib.error.HTTPError) -> ApiError:
-    raw = exc.read()
-    try:
-        message = json.loads(raw)["error"]
-    except (ValueError, KeyError, TypeError):
-        message = raw.decode("utf-8", "replace")[:500] or exc.reason
-    return ApiError(exc.code, str(message), _retry_after_s(exc.headers.get("Retry-After")))
-
-
-def _retry_after_s(value: str | None) -> float | None:
-    """Retry-After in seconds: delay-seconds or an HTTP date (RFC 9110); None if absent or bad."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+__all__ = ["ApiError", "Client", "Session", "Unavailable"]

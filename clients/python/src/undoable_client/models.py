@@ -1,4 +1,4 @@
-"""What the API answers with: the result of a run, and the error a failed request raises."""
+"""What the API answers with: the result of a run (errors: undoable_client.errors)."""
 
 from __future__ import annotations
 
@@ -6,20 +6,9 @@ import base64
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
+from undoable_client.errors import ApiError
+
 LimitName = Literal["wall_time", "cpu_time", "memory", "output", "pids", "file_size"]
-
-
-class ApiError(Exception):
-    """The server answered with an error status; `message` is its {"error": ...} text.
-
-    `retry_after_s` is the server's Retry-After in seconds (429 and 503), else None.
-    """
-
-    def __init__(self, status: int, message: str, retry_after_s: float | None = None) -> None:
-        super().__init__(f"{status}: {message}")
-        self.status = status
-        self.message = message
-        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True)
@@ -66,3 +55,6 @@ class ExecResult:
         )
         notes = tuple(known.pop("image_notes", ()))
         return cls(**known, images=images, image_notes=notes)
+
+
+__all__ = ["ApiError", "ExecResult", "Image"]

@@ -206,14 +206,7 @@ class DbBroker:
             self.log.note(sql, f"failed: {exc}")
             return {"ok": False, "error": str(exc)}
         self.log.note(sql, _summary(reply))
-        return {
-            "ok": True,
-            "columns": reply.columns,
-            "rows": reply.rows,
-            "rowcount": reply.rowcount,
-            "truncated": reply.truncated,
-            "lastrowid": reply.lastrowid,
-        }
+        return reply.message()
 
 
 def _params(raw: object) -> list | dict | None:

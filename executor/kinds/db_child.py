@@ -136,9 +136,9 @@ class _Server:
             elif op == "stop":
                 return {"ok": True, "log": self._stop_serving()}
             elif op == "execute":
-                return _reply(session.execute(message["sql"], message.get("params")))
+                return session.execute(message["sql"], message.get("params")).message()
             elif op == "executemany":
-                return _reply(session.executemany(message["sql"], message["seq"]))
+                return session.executemany(message["sql"], message["seq"]).message()
             elif op == "commit":
                 session.commit()
             elif op == "rollback":
@@ -255,17 +255,6 @@ class _Explained:
 
     def cancel(self) -> None:
         self._session.cancel()
-
-
-def _reply(reply: Reply) -> dict[str, Any]:
-    return {
-        "ok": True,
-        "columns": reply.columns,
-        "rows": reply.rows,
-        "rowcount": reply.rowcount,
-        "truncated": reply.truncated,
-        "lastrowid": reply.lastrowid,
-    }
 
 
 def _place_sqlite_temp_files(folder: str) -> None:

@@ -13,7 +13,7 @@ import datetime
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from executor.kinds.errors import StatementFailed, StatementRefused
 
@@ -28,6 +28,17 @@ class Reply:
     rowcount: int
     truncated: bool  # more rows existed than max_rows / max_reply_bytes allowed
     lastrowid: int | None = None
+
+    def message(self) -> dict[str, Any]:
+        """As sent on: to the sandbox's client (db_broker) and to the web process (db_child)."""
+        return {
+            "ok": True,
+            "columns": self.columns,
+            "rows": self.rows,
+            "rowcount": self.rowcount,
+            "truncated": self.truncated,
+            "lastrowid": self.lastrowid,
+        }
 
 
 class DbSession(Protocol):

@@ -283,8 +283,9 @@ HUGE_FRAME = (
     "db_wire.send = send\n"
 )
 BAD_SHAPE = (
-    "from executor.kinds import db_child\n"
-    "db_child._reply = lambda reply: {'ok': True, 'columns': [1], 'rows': 'x', 'rowcount': 'y'}\n"
+    "from executor.kinds import db_values\n"
+    "db_values.Reply.message = lambda reply: "
+    "{'ok': True, 'columns': [1], 'rows': 'x', 'rowcount': 'y'}\n"
 )
 
 

@@ -68,12 +68,17 @@ def wants_json(request: HttpRequest) -> bool:
 
 
 def quota_key(request: HttpRequest) -> object:
-    return request.auth.pk  # type: ignore[attr-defined]
+    return token_quota_key(request.auth)  # type: ignore[attr-defined]
 
 
-def user_key(request: HttpRequest) -> object:
+def token_quota_key(token: ApiToken) -> object:
+    """Whose rate and concurrency quota a request spends: its token's."""
+    return token.pk
+
+
+def tenant_key(token: ApiToken) -> object:
     """Whom the host's fair share counts: the token's owner, so many tokens are one tenant."""
-    return request.auth.owner_id  # type: ignore[attr-defined]
+    return token.owner_id
 
 
 def spend_rate(key: object) -> None:
@@ -171,7 +176,7 @@ async def exec_view(request: HttpRequest) -> HttpResponse:
     """
     if request.method != "POST":
         return method_not_allowed(request.method or "", allowed="POST")
-    # Where ninja puts the token, for quota_key and user_key.
+    # Where ninja puts the token, for quota_key.
     request.auth = await authenticated(request)  # type: ignore[attr-defined]
     if request.auth is None:  # type: ignore[attr-defined]
         return error_response(401, UNAUTHENTICATED)
@@ -187,7 +192,7 @@ async def exec_for_token(token: ApiToken, payload: ExecIn) -> tuple[RunResult, s
     refused): POST /api/v1/exec and the MCP tool exec."""
     spec, timeout_s = exec_build_spec(payload)
     run = functools.partial(exec_run, spec, timeout_s=timeout_s)
-    return await within_quota(token.pk, token.owner_id, run)
+    return await within_quota(token_quota_key(token), tenant_key(token), run)
 
 
 def exec_payload(request: HttpRequest) -> ExecIn:

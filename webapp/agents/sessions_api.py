@@ -16,6 +16,8 @@ from webapp.agents.exec_api import (
     ErrorOut,
     ExecOut,
     spend_rate,
+    tenant_key,
+    token_quota_key,
     within_quota,
 )
 from webapp.agents.exec_services import in_pool, result_json
@@ -131,7 +133,7 @@ async def session_exec_for_token(
         session.exec, payload.code, language=payload.language, timeout_s=timeout_s
     )
     try:
-        result = await within_quota(token.pk, token.owner_id, cell)
+        result = await within_quota(token_quota_key(token), tenant_key(token), cell)
     except SessionBusy as exc:
         raise ApiError(409, str(exc)) from None
     await _touch(row, session)

@@ -372,7 +372,7 @@ def test_another_users_exec_is_admitted_before_a_floods_queued_ones(owner, stran
 def test_sabotage_with_every_user_one_tenant_the_flood_holds_the_other_out(
     owner, stranger, monkeypatch
 ):
-    monkeypatch.setattr(exec_api, "user_key", lambda request: "everyone")
+    monkeypatch.setattr(exec_api, "tenant_key", lambda token: "everyone")
     calm, still_queued, _ = flood_then_calm(owner, stranger, flood="everyone")
     # The breach: the other user's run queues behind the flood's, here past the queue's bound.
     assert calm.status_code == 429

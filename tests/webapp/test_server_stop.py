@@ -214,8 +214,11 @@ def test_sabotage_with_uvicorns_shutdown_requests_are_cut_and_runs_left_behind(t
     stopped = stop_with_work_in_flight(template, tmp_path, [sys.executable, "-c", UVICORN_SHUTDOWN])
 
     assert "running task(s), timeout graceful shutdown exceeded" in stopped.log
-    # Closed with no answer.
-    assert (stopped.long_exec, stopped.long_cell) == ("RemoteProtocolError",) * 2
+    # Cut: a connection closed with no answer, or uvicorn's 500 for a cancelled task (which one
+    # depends on when the cancel lands), never the 503 that says why.
+    for status in (stopped.long_exec, stopped.long_cell):
+        assert status in ("RemoteProtocolError", 500), status
+    assert SERVER_STOPPED not in stopped.long_exec_body + stopped.long_cell_body
     assert set(stopped.runs.values()) != {("failed", SERVER_STOPPED)}
     assert stopped.groups_left != []  # left for the next start's sweep
 

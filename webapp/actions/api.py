@@ -8,6 +8,7 @@ answers at the end.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Literal
 
 from asgiref.sync import sync_to_async
@@ -43,6 +44,20 @@ CREDENTIAL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 HOST_NAME = re.compile(r"[A-Za-z0-9.*:\[\]-]{1,253}")
 
 
+def check_credential_names(names: Iterable[str]) -> None:
+    """ValueError unless each of `names` is an environment variable's name."""
+    for name in names:
+        if not CREDENTIAL_NAME.fullmatch(name):
+            raise ValueError("credential names are environment variable names (A-Z, 0-9, _)")
+
+
+def check_host_names(hosts: Iterable[str]) -> None:
+    """ValueError unless each of `hosts` is a host name (with a port, or a `*` pattern)."""
+    for host in hosts:
+        if not HOST_NAME.fullmatch(host):
+            raise ValueError("hosts are host names (letters, digits, '.', '-', '*', port)")
+
+
 class DbTarget(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
@@ -74,17 +89,13 @@ class ActionIn(BaseModel):
     @field_validator("credentials")
     @classmethod
     def _names(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
-            if not CREDENTIAL_NAME.fullmatch(name):
-                raise ValueError("credential names are environment variable names (A-Z, 0-9, _)")
+        check_credential_names(value)
         return value
 
     @field_validator("hosts")
     @classmethod
     def _hosts(cls, value: list[str]) -> list[str]:
-        for host in value:
-            if not HOST_NAME.fullmatch(host):
-                raise ValueError("hosts are host names (letters, digits, '.', '-', '*', port)")
+        check_host_names(value)
         return value
 
 

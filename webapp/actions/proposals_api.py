@@ -14,7 +14,12 @@ from ninja import Router, Schema
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from webapp import llm
-from webapp.actions.api import CREDENTIAL_NAME, HOST_NAME, MAX_CREDENTIALS, MAX_HOSTS
+from webapp.actions.api import (
+    MAX_CREDENTIALS,
+    MAX_HOSTS,
+    check_credential_names,
+    check_host_names,
+)
 from webapp.agents.exec_api import ERRORS, ErrorOut, quota_key, spend_rate
 from webapp.agents.exec_services import in_pool
 from webapp.agents.schemas import ApiError
@@ -37,17 +42,13 @@ class ProposalIn(BaseModel):
     @field_validator("credentials")
     @classmethod
     def _names(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if not CREDENTIAL_NAME.fullmatch(name):
-                raise ValueError("credential names are environment variable names (A-Z, 0-9, _)")
+        check_credential_names(value)
         return value
 
     @field_validator("hosts")
     @classmethod
     def _hosts(cls, value: list[str]) -> list[str]:
-        for host in value:
-            if not HOST_NAME.fullmatch(host):
-                raise ValueError("hosts are host names (letters, digits, '.', '-', '*', port)")
+        check_host_names(value)
         return value
 
 

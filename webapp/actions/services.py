@@ -19,9 +19,10 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from webapp import lifecycle
 from webapp.actions.limits import limits_check, review_check
 from webapp.actions.models import Action
-from webapp.actions.state import ActionState, action_state
+from webapp.actions.state import ActionState, action_state, rest_deadline
 from webapp.agents.models import ApiToken
 from webapp.executor_glue import InvalidSpec, NothingPending, validate_relative_path
 from webapp.queries.models import Query
@@ -194,12 +195,15 @@ def action_keep_reviewed(*, query: Query) -> None:
 
 def _keep(query: Query, state: ActionState) -> None:
     if query.kind == "rest":
-        if not Action.objects.filter(query=query, kept_at__isnull=True).update(
-            kept_at=timezone.now()
-        ):
-            Action.objects.get_or_create(
-                query=query, defaults={"owner": query.owner, "kept_at": timezone.now()}
-            )
+        assert state.forward is not None
+        now = timezone.now()
+        if lifecycle.rest_action_keep(query.pk, now=now, deadline=rest_deadline(state.forward)):
+            return
+        if Action.objects.filter(query=query).exists():
+            _pending(query, "keep")  # revoked, expired or kept meanwhile: that stands (409)
+            return
+        # A query made in the browser has no Action row; its Keep makes one.
+        Action.objects.get_or_create(query=query, defaults={"owner": query.owner, "kept_at": now})
         return
     change = _forward_change(query)
     assert change is not None and state.status == "pending"
@@ -282,7 +286,8 @@ def actions_end_for_revoked_token(*, token: ApiToken, **_: object) -> None:
         state = action_state(action.query)
         if state.status != "pending":
             continue
-        Action.objects.filter(pk=action.pk).update(token_revoked_at=now)
+        if not lifecycle.action_token_revoked(action.pk, now=now):
+            continue  # kept (or ended) meanwhile: that stands
         if action.query.kind in ("fs", "db") and state.change is not None:
             with contextlib.suppress(NothingPending, ActionRefused), _decision_raced():
                 workspaces.change_discard(change=state.change)

@@ -10,7 +10,7 @@ undid in time: its effect stands).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -67,6 +67,13 @@ class ActionState:
         return self.status not in ("queued", "running")
 
 
+def rest_deadline(forward: Run) -> datetime:
+    """When a rest action nobody kept expires (its effect stands)."""
+    return (forward.finished_at or forward.created_at) + timedelta(
+        seconds=settings.UNDOABLE_REST_PENDING_TIMEOUT_S
+    )
+
+
 def _latest(query: Query, direction: str) -> Run | None:
     return query.runs.filter(direction=direction).order_by("-created_at", "-id").first()
 
@@ -117,10 +124,8 @@ def action_state(query: Query) -> ActionState:
             return state("kept")
         if revoked:
             return state("expired", REVOKED_EXPIRED_REASON)
-        deadline = (forward.finished_at or forward.created_at) + timedelta(
-            seconds=settings.UNDOABLE_REST_PENDING_TIMEOUT_S
-        )
-        return state("expired", EXPIRED_REASON) if timezone.now() >= deadline else state("pending")
+        expired = timezone.now() >= rest_deadline(forward)
+        return state("expired", EXPIRED_REASON) if expired else state("pending")
     return state("succeeded")
 
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 import executor
 from executor import CancelToken, ExecutorError, Image, Limits, RunResult, RunSpec, limit_line
+from webapp import lifecycle
 from webapp.credentials.handoff import credentials_take
 from webapp.credentials.masking import mask_text
 from webapp.executor_glue import ensure_executor
@@ -46,8 +47,8 @@ def run_job(run: Run, *, env: dict[str, str]) -> contextlib.AbstractContextManag
 def run_execute(*, run_id: int, cancel: RunCancel) -> None:
     """Execute a queued run: stream its output, record its result. Never leaves it running."""
     now = timezone.now()
-    if not Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
-        status=RunStatus.RUNNING, started_at=now, heartbeat_at=now, worker=current_worker()
+    if not lifecycle.run_move(
+        run_id, RunStatus.RUNNING, started_at=now, heartbeat_at=now, worker=current_worker()
     ):
         logger.info("run not queued any more; skipped", extra={"run_id": run_id})
         return
@@ -215,19 +216,16 @@ def _finish(
     changed after the fact. The images are stored in the same transaction as the final status:
     whoever reads the run as ended also finds its images.
     """
-    still_running = Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING)
-    if still_running.exists():
+    if Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).exists():
         # Why an image the run made is not shown: one line per cap that left one out.
         for line in image_notes:
             sink.system(line + "\n")
         if error:
             sink.system(error + "\n")
-    run.status = status
     run.error = error
     run.output_bytes = sink.bytes_stored
     run.finished_at = timezone.now()
     fields = [
-        "status",
         "error",
         "output_bytes",
         "finished_at",
@@ -239,7 +237,9 @@ def _finish(
         "truncated",
     ]
     with transaction.atomic():
-        updated = still_running.update(**{name: getattr(run, name) for name in fields})
+        updated = lifecycle.run_move(
+            run, status, from_=[RunStatus.RUNNING], **{n: getattr(run, n) for n in fields}
+        )
         if updated:
             run_images_store(run=run, images=images)
     if not updated:

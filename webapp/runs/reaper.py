@@ -19,6 +19,7 @@ from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from webapp import lifecycle
 from webapp.reliability import conf
 from webapp.runs.models import Run, RunStatus
 from webapp.runs.publish import publish_run_event
@@ -57,11 +58,13 @@ def runs_reap(*, now: dt.datetime | None = None) -> list[int]:
 def _end(
     run_id: int, expected: str, error: str, now: dt.datetime, *, stale_before: dt.datetime | None
 ) -> bool:
-    still = Q(pk=run_id, status=expected)
+    still = None
     if stale_before is not None:
         # Re-check the heartbeat in the UPDATE itself: a beat that landed since we looked wins.
-        still &= Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True)
-    if not Run.objects.filter(still).update(status=RunStatus.FAILED, error=error, finished_at=now):
+        still = Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True)
+    if not lifecycle.run_move(
+        run_id, RunStatus.FAILED, from_=[expected], where=still, error=error, finished_at=now
+    ):
         return False
     run = Run.objects.get(pk=run_id)
     if run.started_at is None:

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
-from webapp import llm
+from webapp import lifecycle, llm
 from webapp.connections.scopes import scopes_missing
 from webapp.credentials.handoff import credentials_stash
 from webapp.queries.models import Query
@@ -181,8 +181,13 @@ def _enqueue(run_id: int, *, kind: str) -> None:
 def run_fail(*, run: Run, error: str) -> Run:
     """End a run that never started (validation, missing credential)."""
     now = timezone.now()
-    updated = Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED).update(
-        status=RunStatus.FAILED, error=error, started_at=now, finished_at=now
+    updated = lifecycle.run_move(
+        run.pk,
+        RunStatus.FAILED,
+        from_=[RunStatus.QUEUED],
+        error=error,
+        started_at=now,
+        finished_at=now,
     )
     run.refresh_from_db()
     if updated:
@@ -206,8 +211,10 @@ def run_cancel(*, run: Run) -> Run:
     """Stop a run: a queued one ends at once; a running one gets its sandbox killed."""
     Run.objects.filter(pk=run.pk).update(cancel_requested=True)
     now = timezone.now()
-    if Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED).update(
-        status=RunStatus.CANCELLED,
+    if lifecycle.run_move(
+        run.pk,
+        RunStatus.CANCELLED,
+        from_=[RunStatus.QUEUED],
         finished_at=now,
         started_at=now,
         error="Stopped before it started.",

@@ -35,12 +35,14 @@ from executor import (
     db_prepared,
     sandbox_host_uid,
 )
+from webapp import lifecycle
 from webapp.executor_glue import ensure_executor
 from webapp.runs.jobs import KindJob
 from webapp.runs.models import Run
 from webapp.workspaces import decisions
 from webapp.workspaces.jobs import allow_private
 from webapp.workspaces.models import ChangeStatus, PendingChange, control_base
+from webapp.workspaces.runs import STARTED
 from webapp.workspaces.services import (
     change_set,
     change_settle,
@@ -98,12 +100,12 @@ def db_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
             outcome = job.finish(result)
             change.changes = statement_list(outcome.log)
             if outcome.pending is None:
-                change_set(change, ChangeStatus.FAILED, outcome.message)
+                change_set(change, ChangeStatus.FAILED, outcome.message, from_=STARTED)
                 return
             timeout_s = pending_timeout_s()
             decisions.listen(change.pk)  # before PENDING shows: a Keep must find its holder
             change.deadline = timezone.now() + timedelta(seconds=timeout_s)
-            change_set(change, ChangeStatus.PENDING, _listing_note(outcome.log))
+            change_set(change, ChangeStatus.PENDING, _listing_note(outcome.log), from_=STARTED)
             holder = threading.Thread(
                 target=hold_transaction,
                 args=(change.pk, outcome.pending, timeout_s),
@@ -121,6 +123,7 @@ def db_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
                     change,
                     ChangeStatus.FAILED,
                     "The run did not start; the transaction was rolled back.",
+                    from_=STARTED,
                 )
 
 
@@ -169,9 +172,20 @@ def hold_transaction(change_id: int, pending: PendingDb, timeout_s: float) -> No
             if status in (ChangeStatus.KEEP_REQUESTED, ChangeStatus.DISCARD_REQUESTED, None):
                 choice = "keep" if status == ChangeStatus.KEEP_REQUESTED else "discard"
                 break
+        else:
+            choice = _timeout_claim(change_id)
         status, message = _apply(pending, choice)
         timed_out = choice == "timeout" and status == ChangeStatus.DISCARDED
-        change_settle(change_id=change_id, status=status, message=message, timed_out=timed_out)
+        # The holder settles only the choice it applied: a change the reaper ended meanwhile
+        # keeps the reaper's word.
+        asked = ChangeStatus.KEEP_REQUESTED if choice == "keep" else ChangeStatus.DISCARD_REQUESTED
+        change_settle(
+            change_id=change_id,
+            status=status,
+            message=message,
+            timed_out=timed_out,
+            from_=[asked],
+        )
         logger.info(
             "db change settled", extra={"change_id": change_id, "status": status, "choice": choice}
         )
@@ -182,6 +196,21 @@ def hold_transaction(change_id: int, pending: PendingDb, timeout_s: float) -> No
     finally:
         decisions.forget(change_id)
         connection.close()
+
+
+def _timeout_claim(change_id: int) -> str:
+    """The deadline passed: claim the change for the timeout (pending -> discard requested) in
+    one conditional update, so that a Keep or Discard written at the same moment and the
+    timeout have one winner; the choice to apply ("timeout", or the one that won)."""
+    if lifecycle.change_move(
+        change_id,
+        ChangeStatus.DISCARD_REQUESTED,
+        from_=[ChangeStatus.PENDING],
+        updated_at=timezone.now(),
+    ):
+        return "timeout"
+    status = PendingChange.objects.filter(pk=change_id).values_list("status", flat=True).first()
+    return "keep" if status == ChangeStatus.KEEP_REQUESTED else "discard"
 
 
 def _apply(pending: PendingDb, choice: str) -> tuple[str, str]:

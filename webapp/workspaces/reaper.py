@@ -16,6 +16,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from executor import NothingPending, Reservation
+from webapp import lifecycle
 from webapp.runs.models import RunStatus
 from webapp.workspaces.models import OPEN_STATUSES, ChangeStatus, PendingChange
 from webapp.workspaces.services import change_set, workspace_for_query, workspace_fs
@@ -41,8 +42,8 @@ def changes_reap(*, now: dt.datetime | None = None) -> list[int]:
         ended_as = (
             ChangeStatus.FAILED if change.status == ChangeStatus.RUNNING else ChangeStatus.DISCARDED
         )
-        if not PendingChange.objects.filter(pk=change.pk, status=change.status).update(
-            status=ended_as, message=HOLDER_LOST, updated_at=now
+        if not lifecycle.change_move(
+            change.pk, ended_as, from_=[change.status], message=HOLDER_LOST, updated_at=now
         ):
             continue
         # Whatever the run left in the workspace's pending state (a copy or a reservation)
@@ -80,7 +81,13 @@ def fs_pending_expire(*, now: dt.datetime | None = None) -> list[int]:
             pending.undo()
         except NothingPending:
             continue  # decided meanwhile: that decision stands
-        change_set(change, ChangeStatus.DISCARDED, FS_TIMEOUT_REASON, timed_out=True)
+        change_set(
+            change,
+            ChangeStatus.DISCARDED,
+            FS_TIMEOUT_REASON,
+            timed_out=True,
+            from_=[ChangeStatus.PENDING],
+        )
         logger.info("pending fs change timed out", extra={"change_id": change.pk})
         ended.append(change.pk)
     return ended

@@ -36,6 +36,8 @@ from webapp.workspaces.models import ChangeStatus, PendingChange, control_base
 from webapp.workspaces.services import change_set, workspace_for_query, workspace_fs
 
 logger = logging.getLogger(__name__)
+# A run settles its own change only while the run still holds it (the reaper may have ended it).
+STARTED = (ChangeStatus.RUNNING,)
 
 
 def forward_output(run: Run) -> str:
@@ -93,15 +95,20 @@ def fs_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
             outcome = job.finish(result)
             change.changes = [c.as_dict() for c in outcome.changes]
             if outcome.pending is not None:
-                change_set(change, ChangeStatus.PENDING, outcome.message)
+                change_set(change, ChangeStatus.PENDING, outcome.message, from_=STARTED)
             elif result.ok and not outcome.cap and outcome.total == 0:
-                change_set(change, ChangeStatus.KEPT, outcome.message)
+                change_set(change, ChangeStatus.KEPT, outcome.message, from_=STARTED)
             else:
-                change_set(change, ChangeStatus.FAILED, outcome.message)
+                change_set(change, ChangeStatus.FAILED, outcome.message, from_=STARTED)
 
         kind_run = KindJob(job.spec, job.limits, job.mounts, settle)
         try:
             yield kind_run
         finally:
             if not kind_run.finished:
-                change_set(change, ChangeStatus.FAILED, "The run did not start; nothing changed.")
+                change_set(
+                    change,
+                    ChangeStatus.FAILED,
+                    "The run did not start; nothing changed.",
+                    from_=STARTED,
+                )

@@ -8,6 +8,7 @@ import os
 import stat
 import tarfile
 import zipfile
+from collections.abc import Collection
 from pathlib import Path
 
 from django.conf import settings
@@ -17,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from executor import FsWorkspace, InvalidSpec, NothingPending, WorkspaceBusy, sandbox_host_uid
-from webapp import llm
+from webapp import lifecycle, llm
 from webapp.executor_glue import ensure_executor
 from webapp.queries.models import Query
 from webapp.runs.models import Run, RunDirection
@@ -140,12 +141,10 @@ def change_discard(*, change: PendingChange) -> PendingChange:
 def _decide(change: PendingChange, *, keep: bool) -> PendingChange:
     if change.kind == "db":
         wanted = ChangeStatus.KEEP_REQUESTED if keep else ChangeStatus.DISCARD_REQUESTED
-        updated = PendingChange.objects.filter(pk=change.pk, status=ChangeStatus.PENDING).update(
-            status=wanted, updated_at=timezone.now()
-        )
-        if not updated:
+        if not lifecycle.change_move(
+            change, wanted, from_=[ChangeStatus.PENDING], updated_at=timezone.now()
+        ):
             raise NothingPending("this transaction is not waiting for a decision any more")
-        change.status = wanted
         change_publish(change)
         # In this process (the embedded runner) the holder answers at once: show its result.
         decisions.decision_made(change.pk, wait_s=DECISION_WAIT_S)
@@ -160,22 +159,43 @@ def _decide(change: PendingChange, *, keep: bool) -> PendingChange:
     if keep:
         uid = sandbox_host_uid(ensure_executor())
         change.changes = [c.as_dict() for c in pending.keep(owner_uid=uid)]
-        change_set(change, ChangeStatus.KEPT, "Applied to the workspace.")
+        change_set(
+            change, ChangeStatus.KEPT, "Applied to the workspace.", from_=[ChangeStatus.PENDING]
+        )
     else:
         pending.undo()
-        change_set(change, ChangeStatus.DISCARDED, "Discarded; the workspace is as before.")
+        message = "Discarded; the workspace is as before."
+        change_set(change, ChangeStatus.DISCARDED, message, from_=[ChangeStatus.PENDING])
     return change
 
 
 def change_set(
-    change: PendingChange, status: str, message: str, *, timed_out: bool = False
-) -> None:
-    """Record how a run's change ended (or that it awaits a choice), and tell its page."""
-    change.status = status
-    change.message = message
-    change.timed_out = timed_out
-    change.updated_at = timezone.now()
-    change.save()
+    change: PendingChange,
+    status: str,
+    message: str,
+    *,
+    timed_out: bool = False,
+    from_: Collection[str] | None = None,
+) -> bool:
+    """Record how a run's change ended (or that it awaits a choice), and tell its page; only
+    if it is in a state it may move to `status` from (`from_` narrows those: webapp.lifecycle).
+    False, with `change` read again, when another writer moved it first: that state stands."""
+    if not lifecycle.change_move(
+        change,
+        status,
+        from_=from_,
+        message=message,
+        timed_out=timed_out,
+        updated_at=timezone.now(),
+        changes=change.changes,
+        deadline=change.deadline,
+    ):
+        change.refresh_from_db()
+        logger.warning(
+            "change already moved elsewhere; this outcome is dropped",
+            extra={"change_id": change.pk, "status": change.status, "dropped_status": status},
+        )
+        return False
     logger.info(
         "change settled",
         extra={"run_id": change.run_id, "change_id": change.pk, "status": status},
@@ -183,6 +203,7 @@ def change_set(
     change_publish(change)
     if status == ChangeStatus.KEPT and change.run.direction == RunDirection.REVERSE:
         _forward_reversed(change)
+    return True
 
 
 def _forward_reversed(undo: PendingChange) -> None:
@@ -202,18 +223,24 @@ def _forward_reversed(undo: PendingChange) -> None:
     if forward is None:
         return
     message = f"Undo: run #{undo.run_id} ran the reverse program and its change was kept."
-    if PendingChange.objects.filter(pk=forward.pk, status=ChangeStatus.KEPT).update(
-        status=ChangeStatus.REVERSED, message=message, updated_at=timezone.now()
+    if lifecycle.change_move(
+        forward, ChangeStatus.REVERSED, message=message, updated_at=timezone.now()
     ):
-        forward.status, forward.message = ChangeStatus.REVERSED, message
         change_publish(forward)
 
 
-def change_settle(*, change_id: int, status: str, message: str, timed_out: bool = False) -> None:
+def change_settle(
+    *,
+    change_id: int,
+    status: str,
+    message: str,
+    timed_out: bool = False,
+    from_: Collection[str] | None = None,
+) -> None:
     """The db holder's last word on its change; nothing if the row is gone (run deleted)."""
     change = PendingChange.objects.filter(pk=change_id).first()
     if change is not None:
-        change_set(change, status, message, timed_out=timed_out)
+        change_set(change, status, message, timed_out=timed_out, from_=from_)
 
 
 def change_publish(change: PendingChange) -> None:

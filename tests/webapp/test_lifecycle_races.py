@@ -2,7 +2,8 @@
 database connection: exactly one wins each round and the row holds the winner's state.
 
 The writers are the calls production makes (the db holder's timeout claim against a Keep or a
-Discard, the run reaper against the worker's result). The sabotage swaps the lifecycle's
+Discard, the run reaper against the worker's result, a rest action's Keep against its token's
+revocation). The sabotage swaps the lifecycle's
 conditional UPDATE for a read-then-write, with a barrier so both writers read before either
 writes: then both "win", which is what these tests must catch.
 """
@@ -22,6 +23,7 @@ from django.utils import timezone
 from tests.factories import QueryFactory, RunFactory
 from tests.webapp.lifecycle_writes import read_then_write
 from webapp import lifecycle
+from webapp.actions.models import Action
 from webapp.runs.models import RunStatus
 from webapp.runs.reaper import WORKER_LOST, _end
 from webapp.workspaces.db_runs import _timeout_claim
@@ -83,6 +85,30 @@ def reaper(pk: int) -> bool:
     return _end(pk, RunStatus.RUNNING, WORKER_LOST, timezone.now(), stale_before=later)
 
 
+def rest_action() -> int:
+    query = QueryFactory(kind="rest")
+    RunFactory(query=query, status=RunStatus.SUCCEEDED, finished_at=timezone.now())
+    return Action.objects.create(query=query, owner=query.owner).pk
+
+
+def rest_keep(pk: int) -> bool:
+    now = timezone.now()
+    return lifecycle.rest_action_keep(pk, now=now, deadline=now + timedelta(hours=1))
+
+
+def revoke(pk: int) -> bool:
+    return lifecycle.action_token_revoked(pk, now=timezone.now())
+
+
+def rest_ending(pk: int) -> str:
+    action = Action.objects.get(pk=pk)
+    ended = [
+        word for word, at in (("kept", action.kept_at), ("revoked", action.token_revoked_at)) if at
+    ]
+    assert len(ended) == 1, ended
+    return ended[0]
+
+
 def change_status(pk: int) -> str:
     return PendingChange.objects.values_list("status", flat=True).get(pk=pk)
 
@@ -109,6 +135,7 @@ RACES = {
         change_status,
         ("discard_requested",) * 2,
     ),
+    "rest-keep-revoke": (rest_action, rest_keep, revoke, rest_ending, ("kept", "revoked")),
     "worker-reaper": (
         running_run,
         worker_result,

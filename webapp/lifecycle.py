@@ -1,4 +1,6 @@
-"""The one writer of every lifecycle status: a Run's and a PendingChange's.
+"""The one writer of every lifecycle status: a Run's, a PendingChange's, and how a rest action
+ended (its Keep or its token's revocation; the rest of an action's state is its run's and
+change's, webapp.actions.state).
 
 Each state machine is data: for every state, the states it may be entered from. A move is ONE
 conditional UPDATE (`UPDATE ... SET status = to WHERE pk = ... AND status IN (allowed from)`),

@@ -14,7 +14,7 @@ PIP_INSTALL = $(PY) -m pip install -q -c $(CONSTRAINTS)
 # What the run path needs from the system: bwrap and libseccomp (the sandbox), debootstrap and
 # Debian's keyring (its root filesystem), a C compiler with the static libc (the launcher).
 APT_PACKAGES ?= bubblewrap libseccomp2 debootstrap debian-archive-keyring gcc libc6-dev
-TEST_APT_PACKAGES ?= redis-server postgresql chromium
+TEST_APT_PACKAGES ?= redis-server postgresql mariadb-server chromium
 
 .PHONY: run test test-unit test-browser test-sabotage test-fault compose-smoke bench bench-peers loadtest lint format sandbox-image sandbox-rootfs \
         sandbox launcher docker-image prereqs test-prereqs migrate frontend clean constraints

@@ -33,7 +33,7 @@ from executor.stops import limit_line
 
 if TYPE_CHECKING:
     from executor.images import OUTPUT_ENV, Image
-    from executor.kinds.db import PendingDb, PostgresTarget, SqliteTarget
+    from executor.kinds.db import PendingDb, PostgresTarget, ServerTarget, SqliteTarget
     from executor.kinds.db import Target as DbTarget
     from executor.kinds.db import prepared as db_prepared
     from executor.kinds.db_broker import StatementLog
@@ -70,6 +70,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "OUTPUT_ENV": ("executor.images", "OUTPUT_ENV"),
     "PendingDb": ("executor.kinds.db", "PendingDb"),
     "PostgresTarget": ("executor.kinds.db", "PostgresTarget"),
+    "ServerTarget": ("executor.kinds.db", "ServerTarget"),
     "Reservation": ("executor.kinds.fs", "Reservation"),
     "Session": ("executor.sessions.manager", "Session"),
     "SessionBusy": ("executor.sessions.manager", "SessionBusy"),
@@ -124,6 +125,7 @@ __all__ = [
     "SessionConfig",
     "SessionManager",
     "SessionNotFound",
+    "ServerTarget",
     "SqliteTarget",
     "StatementLog",
     "WorkspaceBusy",

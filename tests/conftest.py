@@ -17,7 +17,7 @@ from tests import prerequisites, servers
 from tests.local_servers import asgi_serving
 from tests.prerequisites import MISSING, DockerImage, OptionalPiece, chromium_problem, required
 from tests.quota_mounts import ours_under
-from tests.servers import postgres_problem
+from tests.servers import mariadb_problem, postgres_problem
 
 # Fixtures shared by tests in several folders.
 pytest_plugins = ["tests.setuid_elf"]
@@ -31,6 +31,7 @@ SANDBOX_FIXTURES = {"sandbox_rootfs", "backend", "sandbox_backend"}
 OPTIONAL = {
     "docker": OptionalPiece("DOCKER", "Docker backend", DockerImage()),
     "postgres_server": OptionalPiece("POSTGRES", "PostgreSQL", lambda say: postgres_problem()),
+    "mariadb_server": OptionalPiece("MARIADB", "MariaDB", lambda say: mariadb_problem()),
     "chromium": OptionalPiece("BROWSER", "Browser", lambda say: chromium_problem()),
 }
 
@@ -54,11 +55,13 @@ def _say(config: pytest.Config, line: str) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Tests of an optional piece (docker-marked, or using `postgres_server` or `chromium`): the
-    piece is checked once (the Docker image built if need be); without it they are skipped here,
-    so that one summary line says why, not one error per test."""
+    """Tests of an optional piece (docker-marked, or using `postgres_server`, `mariadb_server` or
+    `chromium`): the piece is checked once (the Docker image built if need be); without it they
+    are skipped here, so that one summary line says why, not one error per test."""
     needs = {"docker"} if item.get_closest_marker("docker") else set()
-    needs |= {"postgres_server", "chromium"} & set(getattr(item, "fixturenames", ()))
+    needs |= {"postgres_server", "mariadb_server", "chromium"} & set(
+        getattr(item, "fixturenames", ())
+    )
     for need in sorted(needs):
         piece = OPTIONAL[need]
         problem = piece.ensure(lambda line: _say(item.config, line))
@@ -134,6 +137,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 # --- executor ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def mariadb_server(server_root: servers.ServerRoot) -> servers.MariaDbServer:
+    """A private MariaDB server for the session: `.database()` makes a fresh database."""
+    server = servers.MariaDbServer(server_root.path / "mariadb")
+    server_root.add(server)
+    server_root.pids.add(server.pid)
+    return server
 
 
 @pytest.fixture(scope="session")

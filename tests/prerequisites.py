@@ -2,9 +2,10 @@
 
 Required (the session stops with that line): bubblewrap, the sandbox root filesystem and the
 launcher for any test that runs a sandbox; redis-server for any test that uses Redis.
-Optional (skipped, one summary line): a Docker engine, PostgreSQL, Debian's chromium.
-UNDOABLE_REQUIRE_DOCKER=1, UNDOABLE_REQUIRE_POSTGRES=1, UNDOABLE_REQUIRE_BROWSER=1 or
-UNDOABLE_REQUIRE_ALL=1 (CI) make a missing optional piece stop the session too.
+Optional (skipped, one summary line): a Docker engine, PostgreSQL, MariaDB, Debian's chromium.
+UNDOABLE_REQUIRE_DOCKER=1, UNDOABLE_REQUIRE_POSTGRES=1, UNDOABLE_REQUIRE_MARIADB=1,
+UNDOABLE_REQUIRE_BROWSER=1 or UNDOABLE_REQUIRE_ALL=1 (CI) make a missing optional piece stop
+the session too.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ MISSING = 4
 
 
 def required(piece: str) -> bool:
-    """Whether CI (or the user) demands `piece` ("DOCKER", "POSTGRES", "BROWSER"): then it is no
-    skip."""
+    """Whether CI (or the user) demands `piece` ("DOCKER", "POSTGRES", "MARIADB", "BROWSER"):
+    then it is no skip."""
     names = (f"UNDOABLE_REQUIRE_{piece}", "UNDOABLE_REQUIRE_ALL")
     return any(os.environ.get(name) == "1" for name in names)
 

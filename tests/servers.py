@@ -1,6 +1,7 @@
 """Private servers for a test session, in the manner of pytest-redis / pytest-postgresql but with
-the Debian binaries: redis-server and a PostgreSQL cluster (initdb + pg_ctl), each on a free
-loopback port, every file (data, sockets, logs, pid files) in one temporary folder.
+the Debian binaries: redis-server, a PostgreSQL cluster (initdb + pg_ctl) and a MariaDB server
+(mariadb-install-db + mariadbd), each on a free loopback port, every file (data, sockets, logs,
+pid files) in one temporary folder.
 
 tests/conftest.py starts them on first use and stops them at session end. A watchdog process
 holds a pipe from pytest: if pytest dies without its finalizers (SIGKILL, a hard timeout), the
@@ -63,6 +64,19 @@ def postgres_problem() -> str | None:
         return f"the PostgreSQL server binaries are missing: run `{APT} postgresql`"
     if os.geteuid() == 0 and not _user_exists("postgres"):
         return f"running as root but there is no `postgres` user: run `{APT} postgresql`"
+    return None
+
+
+MARIADBD = Path("/usr/sbin/mariadbd")
+MARIADB_INSTALL_DB = Path("/usr/bin/mariadb-install-db")
+
+
+def mariadb_problem() -> str | None:
+    if not (MARIADBD.exists() and MARIADB_INSTALL_DB.exists()):
+        return (
+            "the MariaDB server binaries are missing: "
+            f"run `{APT} --no-install-recommends mariadb-server`"
+        )
     return None
 
 
@@ -136,6 +150,7 @@ def _watch(root: Path) -> None:
     for pidfile, sig in (
         (root / "redis" / "redis.pid", signal.SIGTERM),
         (root / "pg" / "data" / "postmaster.pid", signal.SIGQUIT),
+        (root / "mariadb" / "mariadbd.pid", signal.SIGKILL),
     ):
         with contextlib.suppress(OSError, ValueError, IndexError):
             os.kill(int(pidfile.read_text().split()[0]), sig)
@@ -336,6 +351,150 @@ class PostgresServer:
             self._pg_ctl("stop", "-m", "fast")
         if self._own_folder:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+# --- MariaDB -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MariaDbDatabase:
+    name: str
+    url: str
+
+
+class MariaDbServer:
+    """A throwaway MariaDB server: mariadb-install-db + mariadbd with every file in `folder`,
+    listening on 127.0.0.1:<free port> and a unix socket in the folder. `root` has PASSWORD
+    over TCP; `.database()` makes a fresh database."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self._password_set = False
+        # As root the server runs as root (--user=root): the folder is ours, not `mysql`'s.
+        self._user = ["--user=root"] if os.geteuid() == 0 else []
+        subprocess.run(
+            [
+                str(MARIADB_INSTALL_DB),
+                "--no-defaults",
+                *self._user,
+                f"--datadir={self.folder / 'data'}",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+            ],
+            check=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for attempt in range(3):  # the free port may be taken before the server binds it
+            self.port = free_port()
+            if self._start():
+                break
+            if attempt == 2:
+                raise RuntimeError(f"mariadbd did not start; see {self.folder / 'server.log'}")
+        self._admin(f"ALTER USER root@localhost IDENTIFIED BY '{PASSWORD}'")
+        self._password_set = True
+        self._admin(f"CREATE OR REPLACE USER root@'127.0.0.1' IDENTIFIED BY '{PASSWORD}'")
+        self._admin("GRANT ALL ON *.* TO root@'127.0.0.1' WITH GRANT OPTION")
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid if self.process else 0
+
+    def _start(self) -> bool:
+        from tests.local_servers import wait_until
+
+        log = (self.folder / "server.log").open("ab")
+        self.process = subprocess.Popen(
+            [
+                str(MARIADBD),
+                "--no-defaults",
+                *self._user,
+                f"--datadir={self.folder / 'data'}",
+                f"--socket={self.folder / 'mariadb.sock'}",
+                f"--pid-file={self.folder / 'mariadbd.pid'}",
+                "--skip-networking=0",
+                "--bind-address=127.0.0.1",
+                f"--port={self.port}",
+                f"--secure-file-priv={self.folder}",
+                "--innodb-buffer-pool-size=32M",
+                "--innodb-log-file-size=16M",
+                "--innodb-flush-log-at-trx-commit=0",
+                "--skip-log-bin",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        process = self.process
+
+        def up() -> bool:
+            if process.poll() is not None:
+                raise ChildProcessError("mariadbd exited")
+            return (self.folder / "mariadb.sock").exists() and self._ping()
+
+        try:
+            wait_until(up, timeout_s=60, what="mariadbd")
+        except (TimeoutError, ChildProcessError):
+            self.stop()
+            return False
+        return True
+
+    def _ping(self) -> bool:
+        import socket
+
+        with socket.socket() as sock, contextlib.suppress(OSError):
+            sock.settimeout(1)
+            sock.connect(("127.0.0.1", self.port))
+            return bool(sock.recv(1))
+        return False
+
+    def _admin(self, sql: str) -> None:
+        """As root over the unix socket (before and after root's password is set)."""
+        password = [f"-p{PASSWORD}"] if self._password_set else []
+        subprocess.run(
+            ["mariadb", "--no-defaults", f"--socket={self.folder / 'mariadb.sock'}", "-uroot"]
+            + [*password, "-e", sql],
+            check=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+        )
+
+    def database_url(self, name: str) -> str:
+        return f"mariadb://root:{PASSWORD}@127.0.0.1:{self.port}/{name}"
+
+    @contextlib.contextmanager
+    def database(self) -> Iterator[MariaDbDatabase]:
+        """A fresh, empty database of its own, dropped afterwards."""
+        name = f"test_{uuid.uuid4().hex[:12]}"
+        self._admin(f"CREATE DATABASE `{name}`")
+        try:
+            yield MariaDbDatabase(name=name, url=self.database_url(name))
+        finally:
+            self._admin(f"DROP DATABASE IF EXISTS `{name}`")
+
+    def __enter__(self) -> MariaDbServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        self.process = None
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--watch"]:

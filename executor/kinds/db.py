@@ -9,15 +9,17 @@ The connection, and the broker that serves the sandbox's statements on it
 (executor/kinds/db_broker.py), live on the host in a db process of the run's own
 (executor/kinds/db_process.py), under its own limits; the sandbox gets a control
 folder at /run/undoable with the broker's socket, the `db` client and the person's code. The
-credential (a PostgreSQL URL) never enters the sandbox: it is left out of the environment.
+credential (a PostgreSQL or MariaDB/MySQL URL) never enters the sandbox: it is left out of the
+environment.
 
 SQLite: the host copies the workspace's database file into the workspace's private pending
 folder (never mounted into a sandbox), holds the transaction on that copy, and on Keep
 commits and installs the copy in place of the original (one file, mode 0644, the workspace
 owner's), all through no-follow, directory-relative operations. Undo rolls back and drops it.
-PostgreSQL: the host connects to the checked address of the URL's host (egress policy) and
-Keep commits, Undo rolls back. The sandbox's end is not the transaction's end: the run is over
-once the program exits, and the change waits for a decision without holding a sandbox.
+PostgreSQL, MariaDB and MySQL (the URL's scheme decides): the host connects to the checked
+address of the URL's host (egress policy) and Keep commits, Undo rolls back. The sandbox's end
+is not the transaction's end: the run is over once the program exits, and the change waits for
+a decision without holding a sandbox.
 """
 
 from __future__ import annotations
@@ -71,13 +73,22 @@ class SqliteTarget:
 
 
 @dataclass(frozen=True)
-class PostgresTarget:
-    """A PostgreSQL database; `url` is the credential's value and stays on the host."""
+class ServerTarget:
+    """A database server's database; `url` is the credential's value and stays on the host.
+
+    Its scheme picks the engine (db_engines.engine_for_url): postgresql:// (or a libpq
+    connection string) is PostgreSQL, mysql:// or mariadb:// is MariaDB/MySQL.
+    """
 
     url: str = field(repr=False)
 
+    @property
+    def engine(self) -> str:
+        return db_engines.engine_for_url(self.url)
 
-Target = SqliteTarget | PostgresTarget
+
+PostgresTarget = ServerTarget  # its name before the scheme chose the engine
+Target = SqliteTarget | ServerTarget
 
 
 class PendingDb:
@@ -230,7 +241,7 @@ def prepared(
                 "temp_dir": str(reservation.folder),
             }
         else:
-            engine = "postgres"
+            engine = target.engine
             opening = {"url": target.url, "allow_private": allow_private}
         slots_handed = True  # the db process frees them from now on, also when it fails
         session = db_process.start(engine, common | opening, slots=slots)
@@ -262,6 +273,7 @@ __all__ = [
     "DbOutcome",
     "PendingDb",
     "PostgresTarget",
+    "ServerTarget",
     "SqliteTarget",
     "prepared",
 ]

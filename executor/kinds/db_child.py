@@ -1,4 +1,5 @@
-"""The db process: one db run's session (SqliteSession, PostgresSession) in a process of its own.
+"""The db process: one db run's session (SqliteSession, PostgresSession, MariaDbSession) in a
+process of its own.
 
 Started by executor/kinds/db_process.py without a shell, it is trusted code, but the database
 work it runs is the sandboxed program's: a statement may ask SQLite for gigabytes of memory or
@@ -38,6 +39,7 @@ from typing import Any
 
 from executor.kinds import db_wire
 from executor.kinds.db_broker import DbBroker
+from executor.kinds.db_mariadb import open_mariadb
 from executor.kinds.db_postgres import open_postgres
 from executor.kinds.db_sqlite import open_sqlite
 from executor.kinds.db_values import DbSession, Params, Reply
@@ -182,12 +184,15 @@ class _Server:
                 max_bytes=int(message["max_bytes"]),
                 deadline=lambda: end,
             )
-        else:
-            session = open_postgres(
+        elif message["engine"] in ("postgres", "mariadb"):
+            opener = open_postgres if message["engine"] == "postgres" else open_mariadb
+            session = opener(
                 str(message["url"]),
                 allow_private=bool(message["allow_private"]),
                 statement_timeout_s=float(message["wall_time_s"]),
             )
+        else:
+            raise TransactionError(f"unknown database engine {message['engine']!r}")
         self._session = _Explained(session, self._explain)
 
     def _explain(self, error: str) -> str:

@@ -21,7 +21,6 @@ import os
 import secrets
 import socket
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from itertools import groupby
 from typing import NoReturn
@@ -42,6 +41,7 @@ from executor.kinds.db_values import (
     Params,
     Reply,
     Rows,
+    Verdicts,
     driver_params,
     guarded,
 )
@@ -166,7 +166,7 @@ class PostgresSession:
         self._max_rows, self._max_reply_bytes = max_rows, max_reply_bytes
         self._savepoint = f"undoable_{secrets.token_hex(8)}"
         self._broken: str | None = None
-        self._verdicts = _Verdicts()
+        self._verdicts = Verdicts(lambda text: check_postgres(text))
         # cancel() may come from any thread: `_idle` is clear while one of the program's
         # statements is on the connection, `_cancelled` says a cancel was sent for it.
         self._idle = threading.Event()
@@ -407,30 +407,6 @@ def _convert(query: bytes) -> tuple[bytes, list, list[str] | None]:
     else:
         converted, _, order, parts = _query2pg(query, "utf-8")
     return converted, parts, order
-
-
-class _Verdicts:
-    """The policy's verdict per exact statement text, for one session: a loop parses once.
-
-    Keyed by the whole text, never a digest of it; only acceptances are kept (a refusal
-    raises), and the policy is looked up as `check_postgres` at every miss.
-    """
-
-    def __init__(self, size: int = 512, max_chars: int = 16_384) -> None:
-        self._size, self._max_chars = size, max_chars
-        self._seen: OrderedDict[str, bool] = OrderedDict()
-
-    def returns_rows(self, text: str) -> bool:
-        verdict = self._seen.get(text)
-        if verdict is not None:
-            self._seen.move_to_end(text)
-            return verdict
-        verdict = check_postgres(text)
-        if len(text) <= self._max_chars:
-            self._seen[text] = verdict
-            if len(self._seen) > self._size:
-                self._seen.popitem(last=False)
-        return verdict
 
 
 def _named(row: tuple | None) -> dict[str, str | None]:

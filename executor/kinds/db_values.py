@@ -1,7 +1,8 @@
-"""What both database sessions share: the reply shape, JSON-safe values, capped rows.
+"""What the database sessions share: the reply shape, JSON-safe values, capped rows, verdicts.
 
-The sandboxed program proposes one statement per call; a session (db_sqlite, db_postgres)
-checks it, runs it inside a savepoint so a failing statement leaves the transaction usable,
+The sandboxed program proposes one statement per call; a session (db_sqlite, db_postgres,
+db_mariadb) checks it, runs it so a failing statement alone is undone and the transaction
+stays usable,
 and answers with capped, JSON-safe rows. Nothing but StatementRefused / StatementFailed
 leaves a statement call, whatever text and parameters arrive.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import base64
 import datetime
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -42,7 +44,7 @@ class Reply:
 
 
 class DbSession(Protocol):
-    engine: str  # "sqlite" | "postgres"
+    engine: str  # "sqlite" | "postgres" | "mariadb"
 
     def execute(self, sql: str, params: Params = None) -> Reply: ...
 
@@ -141,3 +143,29 @@ def guarded(call: Callable[[], Reply]) -> Reply:
         raise
     except Exception as exc:  # untrusted input: a surprise here is the statement's failure
         raise StatementFailed(f"the statement could not run: {type(exc).__name__}") from None
+
+
+class Verdicts:
+    """A policy's verdict per exact statement text, for one session: a loop parses once.
+
+    Keyed by the whole text, never a digest of it; only acceptances are kept (a refusal
+    raises), and `check` is called at every miss (a session passes a lambda that looks its
+    policy up by name, so a sabotage test's patch of that name takes effect).
+    """
+
+    def __init__(self, check: Callable[[str], bool], size: int = 512, max_chars: int = 16_384):
+        self._check = check
+        self._size, self._max_chars = size, max_chars
+        self._seen: OrderedDict[str, bool] = OrderedDict()
+
+    def returns_rows(self, text: str) -> bool:
+        verdict = self._seen.get(text)
+        if verdict is not None:
+            self._seen.move_to_end(text)
+            return verdict
+        verdict = self._check(text)
+        if len(text) <= self._max_chars:
+            self._seen[text] = verdict
+            if len(self._seen) > self._size:
+                self._seen.popitem(last=False)
+        return verdict

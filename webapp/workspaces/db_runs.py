@@ -27,9 +27,9 @@ from executor import (
     ExecutorError,
     Limits,
     PendingDb,
-    PostgresTarget,
     RunResult,
     RunSpec,
+    ServerTarget,
     SqliteTarget,
     StatementLog,
     db_prepared,
@@ -76,9 +76,13 @@ def db_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
     url = spec.env.get(url_env, "")
     target: DbTarget
     if url:
-        target = PostgresTarget(url=url)
+        # The URL's scheme picks the engine (postgresql://, mysql://, mariadb://); an unknown
+        # one is refused here, before anything is held, with a message that names no secret.
+        target = ServerTarget(url=url)
+        engine = target.engine
     else:
         target = SqliteTarget(workspace=workspace_fs(workspace), path=workspace.sqlite_path)
+        engine = "sqlite"
     with db_prepared(
         spec,
         limits=limits,
@@ -93,7 +97,6 @@ def db_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
         caps=db_caps(),
         owner=str(run.query.owner_id),
     ) as job:
-        engine = "postgres" if url else "sqlite"
         change = PendingChange.objects.create(run=run, kind="db", engine=engine)
 
         def settle(result: RunResult) -> None:

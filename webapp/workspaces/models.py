@@ -111,7 +111,7 @@ class PendingChange(models.Model):
         max_length=24, choices=ChangeStatus.choices, default=ChangeStatus.RUNNING
     )
     changes = models.JSONField(default=list, blank=True)  # FsChange.as_dict() items
-    engine = models.CharField(max_length=16, blank=True)  # db kind: sqlite | postgres
+    engine = models.CharField(max_length=16, blank=True)  # db kind: sqlite | postgres | mariadb
     deadline = models.DateTimeField(null=True, blank=True)  # db kind: automatic rollback
     # Discarded by the pending timeout rather than by the person (the page says so).
     timed_out = models.BooleanField(default=False)

@@ -62,13 +62,20 @@ class DbTarget(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
     sqlite: str | None = None
+    # A credential holding a database URL: its scheme picks the engine (postgresql://,
+    # mysql://, mariadb://). "postgres" is its name from before MariaDB, still accepted.
+    url: str | None = None
     postgres: str | None = None
 
     @model_validator(mode="after")
     def _one_target(self) -> DbTarget:
-        if (self.sqlite is None) == (self.postgres is None):
-            raise ValueError('give one of {"sqlite": PATH} or {"postgres": CREDENTIAL_NAME}')
+        if [self.sqlite, self.url, self.postgres].count(None) != 2:
+            raise ValueError('give one of {"sqlite": PATH} or {"url": CREDENTIAL_NAME}')
         return self
+
+    @property
+    def credential(self) -> str | None:
+        return self.url if self.url is not None else self.postgres
 
 
 class ActionIn(BaseModel):
@@ -144,7 +151,7 @@ def action_request(payload: ActionIn) -> services.ActionRequest:
         credentials=dict(payload.credentials),
         workspace=payload.workspace,
         sqlite=payload.db.sqlite if payload.db else None,
-        postgres=payload.db.postgres if payload.db else None,
+        postgres=payload.db.credential if payload.db else None,
         wall_time_s=None if payload.timeout_s is None else float(payload.timeout_s),
     )
 

@@ -80,8 +80,8 @@ def token_limits_set(*, token: ApiToken, limits: Limits) -> Limits:
         if len(getattr(limits, name)) > MAX_PATTERNS:
             raise ValueError(f"{name}: at most {MAX_PATTERNS} patterns")
     for target in limits.allowed_db_targets:
-        if not target.startswith(("sqlite:", "postgres:")):
-            raise ValueError(f"db targets are sqlite:PATH or postgres:CREDENTIAL, not {target!r}")
+        if not target.startswith(("sqlite:", "url:", "postgres:")):
+            raise ValueError(f"db targets are sqlite:PATH or url:CREDENTIAL, not {target!r}")
     TokenLimits.objects.update_or_create(token=token, defaults=limits.as_json())
     logger.info("token limits set", extra={"token_id": token.pk})
     return limits
@@ -115,7 +115,8 @@ def limits_check(*, token: ApiToken, request: ActionRequest) -> None:
             if not _host_allowed(host, limits.allowed_hosts):
                 raise LimitExceeded("allowed_hosts", f"{host} is not a host this token may call")
     target = _db_target(request)
-    if limits.allowed_db_targets and target and not _matches(target, limits.allowed_db_targets):
+    targets = [_older_spelling(pattern) for pattern in limits.allowed_db_targets]
+    if targets and target and not _matches(target, targets):
         raise LimitExceeded("allowed_db_targets", f"{target} is not a target this token may use")
     # The write that queues this token's concurrent requests behind one another.
     TokenLimits.objects.filter(token=token).update(last_action_at=timezone.now())
@@ -143,8 +144,15 @@ def _db_target(request: ActionRequest) -> str:
     if request.kind != "db":
         return ""
     if request.postgres:
-        return f"postgres:{request.postgres}"
+        return f"url:{request.postgres}"
     return f"sqlite:{request.sqlite or 'database.sqlite3'}"
+
+
+def _older_spelling(pattern: str) -> str:
+    """`postgres:CREDENTIAL`, from before the URL's scheme picked the engine, is `url:`."""
+    if pattern.startswith("postgres:"):
+        return "url:" + pattern.removeprefix("postgres:")
+    return pattern
 
 
 def _pending(token: ApiToken) -> int:

@@ -53,7 +53,8 @@ class TokenLimits(models.Model):
     """A token's damage limits: what the agent holding it may do, checked before anything runs.
 
     Empty lists and None mean no limit of that kind. Patterns are shell-style (`*.slack.com`);
-    db targets are written `sqlite:PATH` or `postgres:CREDENTIAL_NAME`.
+    db targets are written `sqlite:PATH` or `url:CREDENTIAL_NAME` (`postgres:` is its older
+    spelling).
     """
 
     token = models.OneToOneField(

@@ -58,7 +58,9 @@ class ActionRequest:
     credentials: dict[str, str] = field(default_factory=dict)
     workspace: int | None = None
     sqlite: str | None = None  # db target: a SQLite file in the workspace ...
-    postgres: str | None = None  # ... or the credential holding a PostgreSQL URL
+    # ... or the credential holding a database URL (postgresql://, mysql://, mariadb://: the
+    # scheme picks the engine); the API's "db": {"url": ...}, named before MariaDB came.
+    postgres: str | None = None
     wall_time_s: float | None = None  # the forward run's, below the server's cap
 
     def digest(self) -> str:
@@ -85,7 +87,7 @@ def action_create(
         if earlier is not None:
             return earlier, False
     if request.postgres and request.postgres not in request.credentials:
-        raise ActionRefused(400, f"db.postgres names credential {request.postgres!r}: give it")
+        raise ActionRefused(400, f"db.url names credential {request.postgres!r}: give it")
     if request.sqlite is not None:
         try:
             validate_relative_path(request.sqlite)
@@ -161,7 +163,8 @@ def _db_target(workspace: Workspace, request: ActionRequest) -> None:
     if request.sqlite:
         workspace.sqlite_path = request.sqlite
         fields.append("sqlite_path")
-    # The db run uses PostgreSQL when this credential has a value, else the SQLite file.
+    # The db run uses the database of this credential's URL when it has a value (its scheme
+    # picks PostgreSQL or MariaDB/MySQL), else the SQLite file.
     workspace.postgres_url_credential = request.postgres or ""
     fields.append("postgres_url_credential")
     workspace.save(update_fields=fields)

@@ -84,9 +84,9 @@ KIND_HINTS = {
     "db": (
         "The code gets a `db` object: db.execute(sql, params) runs ONE statement and returns "
         "its rows (a list of tuples, with .rowcount); db.executemany(sql, list_of_params). "
-        "Placeholders are ? for SQLite and %s for PostgreSQL. Undoable holds the transaction: "
-        "never BEGIN, COMMIT or ROLLBACK; Undo rolls everything back, so reverse_code may be "
-        "empty."
+        "Placeholders are ? for SQLite, MariaDB and MySQL and %s for PostgreSQL. Undoable "
+        "holds the transaction: never BEGIN, COMMIT or ROLLBACK (nor DDL on MariaDB/MySQL); "
+        "Undo rolls everything back, so reverse_code may be empty."
     ),
     "fs": "The code works in its current folder (the workspace); Undo discards every change.",
 }

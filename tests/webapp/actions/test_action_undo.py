@@ -17,6 +17,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from tests.servers import PASSWORD
 from tests.webapp.runs.waiting import wait_until
 from webapp.actions import output
 from webapp.workspaces import decisions
@@ -242,6 +243,60 @@ def test_a_db_action_on_postgresql_discarded_leaves_balances_and_kept_changes_th
     assert owner.post(f"/api/v1/actions/{kept['id']}/keep", {}).json()["status"] == "kept"
     assert pg_balances(pg_url) == [600, 750]
     assert pg_url.encode() not in database_dump()
+
+
+@pytest.fixture
+def mariadb_url(mariadb_server) -> Iterator[str]:
+    import mysql.connector
+
+    with mariadb_server.database() as database:
+        conn = mysql.connector.connect(
+            host="127.0.0.1", port=mariadb_server.port, user="root", password=PASSWORD,
+            database=database.name, use_pure=True, autocommit=True,
+        )  # fmt: skip
+        try:
+            cur = conn.cursor()
+            cur.execute("CREATE TABLE accounts (id INT AUTO_INCREMENT PRIMARY KEY, balance INT)")
+            cur.execute("INSERT INTO accounts (balance) VALUES (100), (250)")
+        finally:
+            conn.close()
+        yield database.url
+
+
+def mariadb_balances(mariadb_server, url: str) -> list[int]:
+    import mysql.connector
+
+    conn = mysql.connector.connect(
+        host="127.0.0.1", port=mariadb_server.port, user="root", password=PASSWORD,
+        database=url.rsplit("/", 1)[1], use_pure=True,
+    )  # fmt: skip
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT balance FROM accounts ORDER BY id")
+        return [row[0] for row in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+@pytest.mark.mariadb
+def test_a_db_action_on_a_mariadb_url_discarded_leaves_balances_and_kept_changes_them(
+    owner, mariadb_server, mariadb_url
+):
+    body = {
+        "kind": "db",
+        "forward_code": ADD_500,
+        "db": {"url": "BANK_URL"},
+        "credentials": {"BANK_URL": mariadb_url},
+    }
+    discarded = create(owner, body)
+    assert discarded["status"] == "pending", discarded
+    assert discarded["change"]["engine"] == "mariadb"
+    assert owner.post(f"/api/v1/actions/{discarded['id']}/undo", {}).json()["status"] == "discarded"
+    assert mariadb_balances(mariadb_server, mariadb_url) == [100, 250]
+    kept = create(owner, body)
+    assert owner.post(f"/api/v1/actions/{kept['id']}/keep", {}).json()["status"] == "kept"
+    assert mariadb_balances(mariadb_server, mariadb_url) == [600, 750]
+    assert mariadb_url.encode() not in database_dump()
 
 
 def test_a_pending_fs_action_past_its_timeout_is_discarded_by_the_reaper_and_says_so(

@@ -146,7 +146,8 @@ class Client:
         """Create an action and run its forward program; returns it once it has settled.
 
         Options: reverse_code, hosts, intent, credentials (this call only), workspace, db
-        ({"sqlite": PATH} or {"postgres": CREDENTIAL_NAME}), timeout_s, idempotency_key.
+        ({"sqlite": PATH} or {"url": CREDENTIAL_NAME}: a credential holding a postgresql://,
+        mysql:// or mariadb:// URL), timeout_s, idempotency_key.
         Output streams to `on_output(chunk)`, `on_stdout(text)`, `on_stderr(text)` as it comes.
         """
         listeners = Listeners(on_output, on_stdout, on_stderr)

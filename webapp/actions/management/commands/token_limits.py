@@ -23,7 +23,7 @@ class Command(BaseCommand):
         parser.add_argument("prefix", help="the token's prefix, as the account page shows it")
         parser.add_argument("--kinds", help="allowed kinds, comma-separated ('' for any)")
         parser.add_argument("--hosts", help="allowed host patterns, comma-separated")
-        parser.add_argument("--db-targets", help="sqlite:PATH or postgres:CREDENTIAL patterns")
+        parser.add_argument("--db-targets", help="sqlite:PATH or url:CREDENTIAL patterns")
         parser.add_argument("--per-hour", type=int, help="actions an hour (-1: no cap)")
         parser.add_argument("--pending", type=int, help="actions pending at once (-1: no cap)")
         parser.add_argument(

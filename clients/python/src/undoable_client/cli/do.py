@@ -55,6 +55,14 @@ def do(
     workspace: Annotated[
         int | None, typer.Option("--workspace", help="An fs or db action's workspace id.")
     ] = None,
+    db_url: Annotated[
+        str | None,
+        typer.Option(
+            "--db-url",
+            help="A db action's database: the credential holding its URL "
+            "(postgresql://, mysql:// or mariadb://).",
+        ),
+    ] = None,
     db: Annotated[
         str | None, typer.Option("--db", help="A db action's SQLite file in the workspace.")
     ] = None,
@@ -98,9 +106,9 @@ def do(
         "reverse_code": reverse,
         "hosts": host or proposal.get("hosts") or [],
         "intent": prompt,
-        "credentials": credentials.gather(list(proposal.get("credentials") or [])),
+        "credentials": credentials.gather(_credential_names(proposal, db_url)),
         "workspace": workspace,
-        "db": {"sqlite": db} if db else None,
+        "db": {"url": db_url} if db_url else ({"sqlite": db} if db else None),
     }
     action = api.action(kind, forward, on_stdout=ui.stream,
                         on_stderr=lambda text: ui.stream(text, "stderr"), **options)  # fmt: skip
@@ -154,3 +162,9 @@ def decide(ui: Ui, action: Action, yes: bool, folder: LocalFolder | None = None,
     else:
         action.discard()
     ui.line(f"action {action.id}: {action.status}", "bold")
+
+
+def _credential_names(proposal: dict[str, Any], db_url: str | None) -> list[str]:
+    """The credentials the proposal names, and the database URL's (sent, never shown)."""
+    names = list(proposal.get("credentials") or [])
+    return names + [db_url] if db_url and db_url not in names else names

@@ -7,6 +7,8 @@ SQLite: the broker loop runs in a real bwrap sandbox against the host-held copy;
 loop runs `sqlite3` in the same kind of sandbox on a file of its own. PostgreSQL (a throwaway
 server, as the tests start it): the broker loop as above; the direct loop on the host with
 psycopg, the library the broker itself uses, one transaction, one statement per round trip.
+MariaDB (likewise a throwaway server): the broker loop as above; the direct loop on the host
+with mysql-connector-python's prepared cursor, the protocol the broker uses, one transaction.
 Each figure is the median over --repeat runs of the loop alone (timed inside the program).
 """
 
@@ -33,7 +35,7 @@ from executor.kinds.fs import FsWorkspace  # noqa: E402
 from executor.kinds.sandbox import sandbox_host_uid  # noqa: E402
 from executor.limits import Limits  # noqa: E402
 from executor.spec import RunSpec  # noqa: E402
-from tests.servers import PostgresServer  # noqa: E402
+from tests.servers import PASSWORD, MariaDbServer, PostgresServer  # noqa: E402
 
 LIMITS = Limits(wall_time_s=120, cpu_time_s=120)
 
@@ -120,6 +122,44 @@ def postgres_figures(
         server.stop()
 
 
+def mariadb_figures(
+    backend, place: Path, rows: int, repeat: int
+) -> tuple[list[float], list[float]]:
+    import mysql.connector
+
+    server = MariaDbServer(place / "mariadb")
+    try:
+        with server.database() as database:
+            options = {
+                "host": "127.0.0.1",
+                "port": server.port,
+                "user": "root",
+                "password": PASSWORD,
+                "database": database.name,
+                "use_pure": True,
+            }
+            conn = mysql.connector.connect(**options, autocommit=True)
+            conn.cursor().execute("CREATE TABLE t (x INT) ENGINE=InnoDB")
+            target = db.ServerTarget(url=database.url)
+            code = loop_code(rows, "db.execute('INSERT INTO t VALUES (?)', [i])", "")
+            brokered = [
+                through_broker(backend, place, target, code, f"m{n}") for n in range(repeat)
+            ]
+            direct = []
+            for _ in range(repeat):
+                conn.start_transaction()
+                cursor = conn.cursor(prepared=True)
+                start = time.perf_counter()
+                for i in range(rows):
+                    cursor.execute("INSERT INTO t VALUES (?)", [i])
+                direct.append(time.perf_counter() - start)
+                conn.rollback()
+            conn.close()
+            return brokered, direct
+    finally:
+        server.stop()
+
+
 def socket_floor(rounds: int = 5000) -> float:
     """One round trip between two processes over a unix socket: what any broker pays at least."""
     ours, theirs = socket.socketpair()
@@ -172,6 +212,7 @@ def main() -> None:
         )
         report("sqlite", args.rows, *sqlite_figures(backend, place, args.rows, args.repeat))
         report("postgres", args.rows, *postgres_figures(backend, place, args.rows, args.repeat))
+        report("mariadb", args.rows, *mariadb_figures(backend, place, args.rows, args.repeat))
     finally:
         backend.close()
         shutil.rmtree(place, ignore_errors=True)

@@ -224,6 +224,37 @@ def test_do_db_on_a_sqlite_file_shows_the_statements_and_rows_then_keeps(
         assert [r[0] for r in db.execute("SELECT balance FROM users ORDER BY id")] == [510, 520]
 
 
+@pytest.mark.mariadb
+def test_do_db_url_runs_on_the_credentials_mariadb_database_and_keeps(
+    cli, fake_llm, mariadb_server
+):
+    import mysql.connector
+
+    from tests.servers import PASSWORD
+
+    with mariadb_server.database() as database:
+        options = {"host": "127.0.0.1", "port": mariadb_server.port, "user": "root",
+                   "password": PASSWORD, "database": database.name, "use_pure": True}  # fmt: skip
+        conn = mysql.connector.connect(**options, autocommit=True)
+        try:
+            conn.cursor().execute("CREATE TABLE users (id INT PRIMARY KEY, balance INT)")
+            conn.cursor().execute("INSERT INTO users VALUES (1, 10), (2, 20)")
+            assert cli.run("creds", "add", "BANK_URL", input=f"{database.url}\n").returncode == 0
+            add_500 = "db.execute('UPDATE users SET balance = balance + 500')\n"
+            fake_llm.script(tool_call({**JOKE, "forward_code": add_500, "reverse_code": ""}))
+            done = cli.run("do", "add 500 to every balance", "--kind", "db",
+                           "--db-url", "BANK_URL", "--yes", "--json")  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            action = json.loads(done.stdout)["action"]
+            assert (action["status"], action["change"]["engine"]) == ("kept", "mariadb"), action
+            cursor = conn.cursor()
+            cursor.execute("SELECT balance FROM users ORDER BY id")
+            assert [row[0] for row in cursor.fetchall()] == [510, 520]
+            assert PASSWORD not in done.stdout + done.stderr
+        finally:
+            conn.close()
+
+
 def test_do_rest_posts_then_undo_runs_the_reverse_with_the_kept_credentials(cli, api, fake_llm):
     import sys
     from pathlib import Path

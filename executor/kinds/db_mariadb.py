@@ -59,6 +59,7 @@ _SETTINGS = (
     "character_set_results",
 )
 _CONNECT_TIMEOUT_S = 10
+_MAX_WAIT_TIMEOUT_S = 31_536_000  # the servers' own maximum (a year): the host ends it sooner
 # Prepared statements a session keeps open on the server, the least recently used closed first.
 _PREPARED_STATEMENTS = 64
 # cancel(): how long KILL QUERY may take, how often it is tried, and how long the statement
@@ -169,12 +170,9 @@ class MariaDbSession:
         self.flavour = "mariadb" if "mariadb" in str(conn.server_info).lower() else "mysql"
         try:
             self._conn_id = int(conn.connection_id)
-            if self.flavour == "mariadb":  # seconds, every statement
-                self._timeout = ("max_statement_time", f"{max(statement_timeout_s, 0.001):.3f}")
-            else:  # milliseconds, SELECT only (the run's wall time bounds the rest)
-                self._timeout = ("max_execution_time", str(max(1, int(statement_timeout_s * 1000))))
-            name, value = self._timeout
-            self._host_query(f"SET SESSION {name} = {value}")
+            self._fixed = _fixed_variables(self.flavour, statement_timeout_s)
+            assignments = ", ".join(f"SESSION {name} = {value}" for name, value in self._fixed)
+            self._host_query(f"SET {assignments}")
             self._host_query("START TRANSACTION")
             self._settings = self._read_settings()
         except mysql.connector.Error as exc:
@@ -304,12 +302,12 @@ class MariaDbSession:
         self._conn.cmd_query(text)
 
     def _read_settings(self) -> dict[str, str]:
-        name = self._timeout[0]
-        columns = ", ".join(f"@@session.{setting}" for setting in (*_SETTINGS, name))
+        names = (*_SETTINGS, *(name for name, _ in self._fixed))
+        columns = ", ".join(f"@@session.{name}" for name in names)
         result = self._conn.cmd_query(f"SELECT {columns}")
         rows, _ = self._conn.get_rows()
         values = [_text(value) for value in rows[0]] if rows and "columns" in result else []
-        read = dict(zip((*_SETTINGS, name), values, strict=False))
+        read = dict(zip(names, values, strict=False))
         # The status flags of that reply: a transaction the server ended is no longer "in".
         read["in_transaction"] = "1" if self._conn.in_transaction else "0"
         return read
@@ -398,6 +396,28 @@ class MariaDbSession:
             with contextlib.suppress(mysql.connector.Error, OSError):
                 self._conn.close()
             self._broken = self._broken or "the session is closed"
+
+
+def _fixed_variables(flavour: str, statement_timeout_s: float) -> tuple[tuple[str, str], ...]:
+    """The session variables the host sets, and then watches with the others.
+
+    The statement time limit (MariaDB: seconds, every statement; MySQL: milliseconds, SELECT
+    only, the run's wall time bounds the rest), and no server-side end of the held
+    transaction while it waits for Keep or Discard: the idle connection's limit at its most,
+    MariaDB's idle-transaction limits off.
+    """
+    if flavour == "mariadb":
+        return (
+            ("max_statement_time", f"{max(statement_timeout_s, 0.001):.3f}"),
+            ("wait_timeout", str(_MAX_WAIT_TIMEOUT_S)),
+            ("idle_transaction_timeout", "0"),
+            ("idle_readonly_transaction_timeout", "0"),
+            ("idle_write_transaction_timeout", "0"),
+        )
+    return (
+        ("max_execution_time", str(max(1, int(statement_timeout_s * 1000)))),
+        ("wait_timeout", str(_MAX_WAIT_TIMEOUT_S)),
+    )
 
 
 def _no_delay(conn: Any) -> None:

@@ -299,6 +299,28 @@ def test_a_db_action_on_a_mariadb_url_discarded_leaves_balances_and_kept_changes
     assert mariadb_url.encode() not in database_dump()
 
 
+@pytest.mark.mariadb
+def test_a_pending_mariadb_action_nobody_decides_is_rolled_back_by_the_timeout(
+    owner, mariadb_server, mariadb_url, settings
+):
+    settings.UNDOABLE_DB_PENDING_TIMEOUT_S = 1
+    body = {
+        "kind": "db",
+        "forward_code": ADD_500,
+        "db": {"url": "BANK_URL"},
+        "credentials": {"BANK_URL": mariadb_url},
+    }
+    action = create(owner, body)
+    assert action["status"] == "pending", action
+    wait_until(
+        lambda: owner.get(f"/api/v1/actions/{action['id']}").json()["status"] == "discarded",
+        timeout=15,
+        what="the pending timeout",
+    )
+    assert owner.get(f"/api/v1/actions/{action['id']}").json()["change"]["timed_out"]
+    assert mariadb_balances(mariadb_server, mariadb_url) == [100, 250]
+
+
 def test_a_pending_fs_action_past_its_timeout_is_discarded_by_the_reaper_and_says_so(
     owner, settings
 ):

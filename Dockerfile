@@ -84,7 +84,7 @@ RUN useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin undoa
 ENV UNDOABLE_VAR_DIR=/app/var EXECUTOR_BACKEND=docker
 USER undoable
 EXPOSE 8000
-CMD ["python3", "-m", "webapp.serve", "-b", "0.0.0.0", "-p", "8000"]
+CMD ["python3", "-m", "webapp.server.serve", "-b", "0.0.0.0", "-p", "8000"]
 
 # --- app-bwrap: the app image plus the sandbox root filesystem, for processes that run user
 # code with bubblewrap inside their own container: every app service of docker-compose.yml (web's

@@ -113,7 +113,7 @@ run: $(VENV)/.installed sandbox migrate
 	echo; echo "Undoable: http://$(HOST):$(PORT)/"; \
 	echo "First account: $(PY) manage.py createsuperuser"; \
 	if [ "$$signup" = 1 ]; then echo "  or sign up at http://$(HOST):$(PORT)/accounts/signup/"; fi; echo
-	$(PY) -m webapp.serve -b $(HOST) -p $(PORT)
+	$(PY) -m webapp.server.serve -b $(HOST) -p $(PORT)
 
 test: $(VENV)/.installed-dev sandbox test-unit test-browser test-fault
 

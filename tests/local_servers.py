@@ -69,7 +69,7 @@ def celery_worker_argv(*options: str) -> list[str]:
 
 @contextmanager
 def asgi_serving(application: Any) -> Iterator[str]:
-    """`application` under the product's web server (webapp.serve's uvicorn configuration and
+    """`application` under the product's web server (webapp.server.serve's uvicorn configuration and
     limits) on a free port, in a thread of this process, so that it sees the test's database
     and settings; yields its URL.
 
@@ -77,7 +77,7 @@ def asgi_serving(application: Any) -> Iterator[str]:
     stack, which the product never serves through."""
     import uvicorn
 
-    from webapp import serve
+    from webapp.server import serve
 
     port = free_port()
     config = serve.config_from(["-b", "127.0.0.1", "-p", str(port)])

@@ -8,16 +8,16 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 import django  # noqa: E402
 
 # What django.core.asgi.get_asgi_application does, with the handler whose requests their
-# reference counts free (webapp/asgi_handler.py).
+# reference counts free (webapp/server/asgi_handler.py).
 django.setup(set_prefix=False)
 
-from webapp.asgi_handler import AcyclicASGIHandler  # noqa: E402
+from webapp.server.asgi_handler import AcyclicASGIHandler  # noqa: E402
 
 django_asgi_app = AcyclicASGIHandler()
 
 from webapp.rlimits import open_files_limit_raise  # noqa: E402
 
-# Here rather than in webapp.serve, so that every server of the app does it; logged now that
+# Here rather than in webapp.server.serve, so that every server of the app does it; logged now that
 # Django has set up logging.
 open_files_limit_raise()
 
@@ -25,11 +25,11 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import get_resolver  # noqa: E402
 
-from webapp.agents.asgi import api_application, route_exact, route_http  # noqa: E402
 from webapp.mcp_server import MCP_PATH  # noqa: E402
 from webapp.mcp_server.asgi import mcp_endpoint  # noqa: E402
-from webapp.request_bodies import BodyGuard  # noqa: E402
 from webapp.routing import SameOriginValidator, websocket_urlpatterns  # noqa: E402
+from webapp.server.api_asgi import api_application, route_exact, route_http  # noqa: E402
+from webapp.server.request_bodies import BodyGuard  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

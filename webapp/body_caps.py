@@ -1,5 +1,6 @@
 """A request body as its head declares it, and how a site view declares the largest body it
-takes: webapp.request_bodies enforces that cap from the head, before Django reads the body."""
+takes: webapp.server.request_bodies enforces that cap from the head, before Django reads the
+body."""
 
 from __future__ import annotations
 

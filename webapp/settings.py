@@ -25,7 +25,7 @@ from webapp.redis_client import cache_settings
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Resolved: sandbox mounts refuse paths that go through a symlink. Importing these settings
 # creates nothing: `manage.py migrate` sets this folder up first (webapp/reliability/management/
-# commands/migrate.py), and webapp.serve its folders.
+# commands/migrate.py), and webapp.server.serve its folders.
 UNDOABLE_VAR_DIR = Path(env_str("UNDOABLE_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 
 # A single-machine install keeps a generated key in var/ so sessions survive restarts; migrate
@@ -186,12 +186,15 @@ REDIS_URL = env_secret("REDIS_URL")
 # Where web runs execute (webapp.runs.run_backends): "threads", "celery" or a backend's
 # dotted path.
 UNDOABLE_RUNNER = env_str("UNDOABLE_RUNNER", "celery" if REDIS_URL else "threads")
+# Where the agent API counts its rates, slots and the host's fair share
+# (webapp.admission.backends): "process", "redis" or a backend's dotted path.
+UNDOABLE_ADMISSION = env_str("UNDOABLE_ADMISSION", "redis" if REDIS_URL else "process")
 UNDOABLE_RUNNER_THREADS = env_int("UNDOABLE_RUNNER_THREADS", 4, minimum=1)
 # Runs cannot be preempted: while every thread is taken, an owner with nothing running gets one
 # more thread for its waiting run, at most this many at once (webapp.runs.runner).
 UNDOABLE_RUNNER_LEND = env_int("UNDOABLE_RUNNER_LEND", UNDOABLE_RUNNER_THREADS, minimum=0)
 # On SIGTERM, requests and runs in flight get this long to finish (under the 10 s Docker waits
-# before its SIGKILL); what is left then ends with a reason (webapp.draining).
+# before its SIGKILL); what is left then ends with a reason (webapp.server.draining).
 UNDOABLE_SHUTDOWN_GRACE_S = env_float("UNDOABLE_SHUTDOWN_GRACE_S", 8.0, minimum=0)
 
 CHANNEL_LAYERS = {
@@ -283,8 +286,8 @@ UNDOABLE_WORKSPACE_SERVER_FOLDERS = env_list("UNDOABLE_WORKSPACE_SERVER_FOLDERS"
 
 # --- Agent API (stateless exec, sessions) ----------------------------------------------------
 # Requests per minute per token and how many may burst at once (at most BURST in any
-# BURST * 60 / PER_MINUTE seconds, webapp/agents/ratelimit.py). 0: above what this machine's
-# cores can run, so one token may use all of it (webapp/agents/capacity.py); the burst 0: 6 s of
+# BURST * 60 / PER_MINUTE seconds, webapp/admission/ratelimit.py). 0: above what this machine's
+# cores can run, so one token may use all of it (webapp/admission/capacity.py); the burst 0: 6 s of
 # the rate.
 AGENTS_RATE_PER_MINUTE = env_int("AGENTS_RATE_PER_MINUTE", 0, minimum=0)
 AGENTS_RATE_BURST = env_int("AGENTS_RATE_BURST", 0, minimum=0)
@@ -294,9 +297,9 @@ AGENTS_RATE_BURST = env_int("AGENTS_RATE_BURST", 0, minimum=0)
 AGENTS_MAX_CONCURRENT_PER_TOKEN = env_int("AGENTS_MAX_CONCURRENT_PER_TOKEN", 16, minimum=1)
 AGENTS_MAX_WAITING_PER_TOKEN = env_int("AGENTS_MAX_WAITING_PER_TOKEN", 8, minimum=0)
 AGENTS_SLOT_WAIT_S = env_float("AGENTS_SLOT_WAIT_S", 5.0, minimum=0)
-# Agent runs this machine admits at once, shared fairly between users (webapp/agents/fairshare.py;
-# 0: 2 per CPU core). Past a user's share it waits up to AGENTS_SLOT_WAIT_S, if fewer than
-# AGENTS_MAX_WAITING_PER_USER of its runs wait.
+# Agent runs this machine admits at once, shared fairly between users
+# (webapp/admission/fairshare.py; 0: 2 per CPU core). Past a user's share it waits up to
+# AGENTS_SLOT_WAIT_S, if fewer than AGENTS_MAX_WAITING_PER_USER of its runs wait.
 AGENTS_MAX_RUNS_PER_HOST = env_int("AGENTS_MAX_RUNS_PER_HOST", 0, minimum=0)
 AGENTS_MAX_WAITING_PER_USER = env_int("AGENTS_MAX_WAITING_PER_USER", 16, minimum=0)
 # How long a web process trusts a token it found active before looking it up again (0: every

@@ -1,7 +1,7 @@
 """Runs this process started for a request, which a stopping server ends with a reason.
 
 The web runs have their own runner (webapp.runs.runner); an agent's stateless exec runs on the
-request's own thread. At the end of the grace period webapp.draining calls `runs_end()`: each
+request's own thread. At the end of the grace period webapp.server.draining calls `runs_end()`: each
 such run's sandbox is killed and its request answers 503 (webapp.agents.exec_services) instead
 of being cut with no answer.
 """

@@ -1,6 +1,6 @@
 """HTTP round trip of POST /api/v1/exec for print(1+1) against a real server process.
 
-Starts the ASGI app under a real server on 127.0.0.1 (`python -m webapp.serve`, as `make run`
+Starts the ASGI app under a real server on 127.0.0.1 (`python -m webapp.server.serve`, as `make run`
 does) with its own SQLite database, creates a user and token
 through manage.py, warms the sandbox pool, then prints p50/p99 at concurrency 1 and runs/s at
 concurrency 8, beside the floor: the bare interpreter (`/usr/bin/python3 -I -S`, no sandbox,
@@ -57,7 +57,7 @@ def manage(env: dict[str, str], *args: str) -> str:
 
 
 def start_server(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
-    argv = [SERVER_PY, "-m", "webapp.serve", "-b", "127.0.0.1", "-p", str(port)]
+    argv = [SERVER_PY, "-m", "webapp.server.serve", "-b", "127.0.0.1", "-p", str(port)]
     proc = subprocess.Popen(
         argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )

@@ -1,7 +1,7 @@
 """The agent exec path of docker-compose.yml's web beside the embedded default (issue 18).
 
-Starts, on this machine, an embedded `make run`-style server (`python -m webapp.serve`: SQLite,
-in-process everything, bubblewrap on the host) and the compose topology from local images
+Starts, on this machine, an embedded `make run`-style server (`python -m webapp.server.serve`:
+SQLite, in-process everything, bubblewrap on the host) and the compose topology from local images
 (tests/bench/compose_stack.py: postgres, redis, web, worker, worker-kinds; web runs bubblewrap
 inside its container), then, in rounds that alternate between them so the machine's drift hits
 both alike, sends `print(1+1)` to POST /api/v1/exec sequentially and at concurrency 8 (one
@@ -184,7 +184,7 @@ def start_embedded(
         )
         token = manage("create_api_token", "bench").splitlines()[-1]
     port = free_port()
-    argv = [PY, "-m", "webapp.serve", "-b", "127.0.0.1", "-p", str(port)]
+    argv = [PY, "-m", "webapp.server.serve", "-b", "127.0.0.1", "-p", str(port)]
     proc = subprocess.Popen(
         argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )

@@ -5,7 +5,7 @@ in-process admission). The calm users each send one run every CALM_PERIOD_S on a
 their own; the flood sends runs back to back on FLOOD_CONNECTIONS connections. Prints the calm
 users' p50/p99 in both phases, their ratio (issue 14's target: within 2x) and the flood's
 runs/s: while the calm users are busy, the flood's runs start at its part of the host's start
-rate (webapp.agents.fairshare), not as fast as it can send them.
+rate (webapp.admission.fairshare), not as fast as it can send them.
 """
 
 from __future__ import annotations

@@ -146,8 +146,9 @@ def http_runner() -> Runner:
         try:
             response = post(code)
         except ConnectionError:
-            # The server closes a keep-alive connection idle past its deadline (webapp.serve),
-            # as it is between rounds: the request never reached it, so send it again.
+            # The server closes a keep-alive connection idle past its deadline
+            # (webapp.server.serve), as it is between rounds: the request never reached it, so send
+            # it again.
             local.conn.close()
             local.conn = None
             response = post(code)
@@ -412,7 +413,7 @@ def undoable_idle(backend: Any) -> Iterator[list[int] | str]:
 def is_server(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            return b"webapp.serve" in cmdline.read()
+            return b"webapp.server.serve" in cmdline.read()
     except OSError:
         return False
 

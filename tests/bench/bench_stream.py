@@ -1,7 +1,7 @@
 """Live-output latency: from a line printed inside the sandbox to its arrival at a websocket
-client, p50/p99 over 200 lines, for the embedded mode (webapp.serve + thread runner +
-in-memory layer) and for Celery + Redis (webapp.serve + `celery worker` + channels_redis). Real
-processes throughout.
+client, p50/p99 over 200 lines, for the embedded mode (webapp.server.serve + thread runner +
+in-memory layer) and for Celery + Redis (webapp.server.serve + `celery worker` + channels_redis).
+Real processes throughout.
 
     .venv/bin/python tests/bench/bench_stream.py [--lines 200] [--modes embedded,celery]
 
@@ -99,7 +99,7 @@ def stack(mode: str) -> Iterator[tuple[str, str, int]]:
     web_log = (var_dir / "web.log").open("wb")
     processes = [
         subprocess.Popen(
-            [sys.executable, "-m", "webapp.serve", "-b", "127.0.0.1", "-p", str(port)],
+            [sys.executable, "-m", "webapp.server.serve", "-b", "127.0.0.1", "-p", str(port)],
             env=env,
             cwd=REPO,
             stdout=subprocess.DEVNULL,

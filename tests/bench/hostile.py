@@ -24,7 +24,7 @@ import httpx
 
 SLEEP_CODE = "import time; time.sleep(20)"
 # The tenant connects from 127.0.0.2 and up, as from machines of its own: the well-behaved
-# tenant is on 127.0.0.1, and the server caps connections per client address (webapp.serve),
+# tenant is on 127.0.0.1, and the server caps connections per client address (webapp.server.serve),
 # 256 by default, under which each of these addresses stays at each web process.
 FLOOD_ADDRESS, CLIENT_ADDRESS = "127.0.0.2", "127.0.0.3"
 IDLE_ADDRESSES = [f"127.0.0.{n}" for n in range(4, 12)]

@@ -43,10 +43,11 @@ CONCURRENCY = 16
 DEADLINE_S = float(os.environ.get("LOAD_DEADLINE_S", "900"))
 SKIP_FIRST = os.environ.get("LOAD_SKIP_FIRST") == "1"
 # The per-token rate and concurrency caps are the defaults (the rate from the machine's cores,
-# webapp/agents/capacity.py; 16 at once), which the first phase's one token at concurrency 16
+# webapp/admission/capacity.py; 16 at once), which the first phase's one token at concurrency 16
 # stays within, and the hostile tenant's flood is not.
 # What uvicorn logs when it cancels requests still in flight at the end of its grace period
-# (their clients get no answer or a 500): a stopping web process must never (webapp.draining).
+# (their clients get no answer or a 500): a stopping web process must never
+# (webapp.server.draining).
 CUT_MARKS = ("timeout graceful shutdown exceeded", "Exception in ASGI application")
 ENV = {
     "EXECUTOR_WARM_POOL_SIZE": "4",

@@ -1,5 +1,5 @@
-"""A real server (webapp.serve subprocess, embedded mode, real bwrap sandbox), the fake LLM, and
-Debian's chromium driven by Playwright's sync API. Run as its own pytest invocation:
+"""A real server (webapp.server.serve subprocess, embedded mode, real bwrap sandbox), the fake LLM,
+and Debian's chromium driven by Playwright's sync API. Run as its own pytest invocation:
 `pytest -m browser`."""
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def app_server(fake_llm_server: FakeLLMServer) -> Iterator[AppServer]:
     port = free_port()
     log = open(var_dir / "server.log", "wb")  # noqa: SIM115 (closed below)
     process = subprocess.Popen(
-        [sys.executable, "-m", "webapp.serve", "-b", "127.0.0.1", "-p", str(port)],
+        [sys.executable, "-m", "webapp.server.serve", "-b", "127.0.0.1", "-p", str(port)],
         env=env,
         cwd=REPO,
         stdout=log,

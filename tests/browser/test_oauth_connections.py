@@ -3,9 +3,9 @@ browser's localStorage, the model hears the granted scope, a run with it can rea
 service refuses its write, and a query that declares the write scope fails before running.
 Connect again with the write scope: the write works. Revoke: gone here and at the provider.
 
-Real server (webapp.serve, embedded mode, bwrap sandbox, the rest kind's egress proxy), a real local
-OAuth 2.0 provider with its scope-checking API on loopback, Debian's chromium. Only the LLM is
-faked, so that the query names its credential, host and scopes.
+Real server (webapp.server.serve, embedded mode, bwrap sandbox, the rest kind's egress proxy), a
+real local OAuth 2.0 provider with its scope-checking API on loopback, Debian's chromium. Only the
+LLM is faked, so that the query names its credential, host and scopes.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def server_url(llm: FakeLLMServer, provider: FakeOAuthProvider, port: int) -> It
     subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], env=env, check=True, cwd=REPO)
     with (var_dir / "server.log").open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "webapp.serve", "-b", "127.0.0.1", "-p", str(port)],
+            [sys.executable, "-m", "webapp.server.serve", "-b", "127.0.0.1", "-p", str(port)],
             env=env,
             cwd=REPO,
             stdout=log,

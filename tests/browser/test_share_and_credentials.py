@@ -1,9 +1,9 @@
 """Sign in, keep a credential in the browser, call a Slack-like API with it from the sandbox, undo
 the call, share the run, open the link logged out, and fork it as a second person.
 
-Real server (webapp.serve, embedded mode, bwrap sandbox and the rest kind's egress proxy), a real
-Slack-like HTTP server on loopback (allowed through EXECUTOR_EGRESS_ALLOW_PRIVATE), real chromium.
-Only the LLM is faked, so that the query names its credential and host.
+Real server (webapp.server.serve, embedded mode, bwrap sandbox and the rest kind's egress proxy), a
+real Slack-like HTTP server on loopback (allowed through EXECUTOR_EGRESS_ALLOW_PRIVATE), real
+chromium. Only the LLM is faked, so that the query names its credential and host.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def server_url(llm: FakeLLMServer) -> Iterator[str]:
     port = free_port()
     with (var_dir / "server.log").open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "webapp.serve", "-b", "127.0.0.1", "-p", str(port)],
+            [sys.executable, "-m", "webapp.server.serve", "-b", "127.0.0.1", "-p", str(port)],
             env=env,
             cwd=REPO,
             stdout=log,

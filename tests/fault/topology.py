@@ -293,7 +293,7 @@ class Topology:
             [
                 str(VENV_BIN / "python"),
                 "-m",
-                "webapp.serve",
+                "webapp.server.serve",
                 "-b",
                 "127.0.0.1",
                 "-p",

@@ -1,5 +1,5 @@
-"""The web server as the product starts it (`python -m webapp.serve`, embedded mode, real bwrap
-sandboxes), on a copy of a migrated var dir with a user and an API token: for the tests that
+"""The web server as the product starts it (`python -m webapp.server.serve`, embedded mode, real
+bwrap sandboxes), on a copy of a migrated var dir with a user and an API token: for the tests that
 drive the real server."""
 
 from __future__ import annotations
@@ -79,11 +79,11 @@ def serving(
     tmp_path: Path,
     *options: str,
     open_files: tuple[int, int],
-    module: str = "webapp.serve",
+    module: str = "webapp.server.serve",
     env: dict[str, str] | None = None,
 ) -> Iterator[str]:
-    """`python -m webapp.serve` (or `module`, which runs it with a protection switched off) on a
-    free port, started with the open-files limit `open_files` (soft, hard) as a host would give
+    """`python -m webapp.server.serve` (or `module`, which runs it with a protection switched off)
+    on a free port, started with the open-files limit `open_files` (soft, hard) as a host would give
     it and `env` added to its environment; yields its URL."""
     with server_process(
         template, tmp_path, *options, open_files=open_files, module=module, env=env
@@ -97,7 +97,7 @@ def server_process(
     tmp_path: Path,
     *options: str,
     open_files: tuple[int, int],
-    module: str = "webapp.serve",
+    module: str = "webapp.server.serve",
     env: dict[str, str] | None = None,
 ) -> Iterator[LiveServer]:
     """As serving(); yields the server's URL and process id."""

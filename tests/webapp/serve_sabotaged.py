@@ -1,6 +1,6 @@
-"""`python -m tests.webapp.serve_sabotaged [webapp.serve options]`: the web server as `python -m
-webapp.serve` starts it, with the protection named by UNDOABLE_TEST_SABOTAGE switched off, for
-the sabotage tests that drive the real server:
+"""`python -m tests.webapp.serve_sabotaged [webapp.server.serve options]`: the web server as
+`python -m webapp.server.serve` starts it, with the protection named by UNDOABLE_TEST_SABOTAGE
+switched off, for the sabotage tests that drive the real server:
 
 - `close-at-once`: an answer that ends its connection (`Connection: close`) closes it at once,
   with the request body still coming, as uvicorn does, instead of after the rest of the body
@@ -9,7 +9,7 @@ the sabotage tests that drive the real server:
 
 import os
 
-from webapp import serve
+from webapp.server import serve
 
 
 def close_at_once() -> None:

@@ -1,5 +1,5 @@
 """Requests through the deployed ASGI application are freed by their reference counts, and a
-client's disconnect still cancels the view (webapp/asgi_handler.py)."""
+client's disconnect still cancels the view (webapp/server/asgi_handler.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 from django.core.handlers.asgi import ASGIHandler
 from django.http import HttpRequest
 
-from webapp.agents import direct_view
 from webapp.asgi import application
-from webapp.asgi_handler import AcyclicASGIHandler
+from webapp.server import direct_view
+from webapp.server.asgi_handler import AcyclicASGIHandler
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -77,7 +77,7 @@ SESSIONS, EXEC = "/api/v1/sessions", "/api/v1/exec"
 
 
 def serving_frame(thing: object) -> bool:
-    """A frame of a handler's request: Django's `handle`, or any of webapp.agents.direct_view."""
+    """A frame of a handler's request: Django's `handle`, or any of webapp.server.direct_view."""
     if not isinstance(thing, FrameType):
         return False
     code = thing.f_code

@@ -1,11 +1,12 @@
-"""The cap webapp.request_bodies holds each route's request body to, from the request head."""
+"""The cap webapp.server.request_bodies holds each route's request body to, from the request
+head."""
 
 from __future__ import annotations
 
 import pytest
 from django.conf import settings
 
-from webapp.request_bodies import route_body_cap
+from webapp.server.request_bodies import route_body_cap
 from webapp.workspaces.uploads import MAX_UPLOAD_BYTES, MAX_UPLOAD_REQUEST_BYTES
 
 

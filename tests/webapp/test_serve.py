@@ -1,5 +1,5 @@
-"""The web server as the product starts it (`python -m webapp.serve`, embedded mode, real bwrap
-sandboxes) under 1,100 idle TCP connections nobody logged in for: started with the usual soft
+"""The web server as the product starts it (`python -m webapp.server.serve`, embedded mode, real
+bwrap sandboxes) under 1,100 idle TCP connections nobody logged in for: started with the usual soft
 open-files limit of 1,024, it raises its own, keeps answering the API, closes the connections
 that send no request head, and refuses connections past its cap at once."""
 
@@ -21,8 +21,8 @@ from uvicorn.server import ServerState
 from tests.local_servers import wait_until
 from tests.webapp.fresh_interpreter import probe_state
 from tests.webapp.live_server import healthy, serving, template_fixture  # noqa: F401
-from webapp import serve
 from webapp.rlimits import open_files_limit_raise
+from webapp.server import serve
 
 IDLE = 1_100
 HEAD_TIMEOUT_S = 10.0
@@ -209,7 +209,7 @@ async def _no_app(scope: Any, receive: Any, send: Any) -> None:
 def connections(
     count: int, *options: str, peers: list[str] | None = None
 ) -> tuple[FakeLoop, list[FakeTransport]]:
-    """`count` connections made at once to the protocol webapp.serve configures uvicorn with
+    """`count` connections made at once to the protocol webapp.server.serve configures uvicorn with
     (`options` as on its command line), on a fake loop, from `peers` (default: 127.0.0.1)."""
     config = serve.config_from(list(options))
     config.app = _no_app
@@ -493,9 +493,9 @@ def test_sabotage_awaiting_the_next_head_at_once_answers_the_rest_of_the_body_43
 SWITCH_INTERVAL_PROBE = """
 import json, sys
 import uvicorn
-import webapp.serve
+import webapp.server.serve
 uvicorn.Server.run = lambda self, sockets=None: None  # the set-up main() does, not the serving
-webapp.serve.main([])
+webapp.server.serve.main([])
 print(json.dumps(sys.getswitchinterval()))
 """
 

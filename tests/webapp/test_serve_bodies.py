@@ -1,5 +1,5 @@
-"""Request bodies on the real server (`python -m webapp.serve`, issue 41): a body too large is
-answered 413 in a way a client that writes its whole body first still reads; a stranger's body
+"""Request bodies on the real server (`python -m webapp.server.serve`, issue 41): a body too large
+is answered 413 in a way a client that writes its whole body first still reads; a stranger's body
 is answered 401 from the request head, never read; an upload past its cap is refused before a
 byte of it is stored; and thousands of connections trickling bodies from a few addresses leave
 /healthz and an authenticated exec answering."""

@@ -1,4 +1,4 @@
-"""A server stopped with work in flight (`python -m webapp.serve`, embedded mode, real bwrap
+"""A server stopped with work in flight (`python -m webapp.server.serve`, embedded mode, real bwrap
 sandboxes, SIGTERM as Docker sends it): what ends within the grace period is answered, the rest
 ends with a reason (a 503 for a request, `failed` for a run), never a request cut with no
 answer or "Cancel N running task(s)" in the log."""
@@ -28,7 +28,7 @@ from tests.fault.client import WebClient
 from tests.local_servers import free_port, wait_until
 from tests.quota_mounts import remove_var_dir
 from tests.webapp.live_server import healthy, server_env
-from webapp.draining import AnswersWhenStopped
+from webapp.server.draining import AnswersWhenStopped
 from webapp.stopping import SERVER_STOPPED
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,10 +42,10 @@ call_command("migrate", "--noinput", verbosity=0)
 user = get_user_model().objects.create_user({USERNAME!r}, password={PASSWORD!r})
 print(token_create(owner=user).secret)
 """
-# Launches the server as `python -m webapp.serve` does, with uvicorn's own shutdown (and the
+# Launches the server as `python -m webapp.server.serve` does, with uvicorn's own shutdown (and the
 # same grace period) back in place of the draining one: the sabotage.
 UVICORN_SHUTDOWN = (
-    "import sys, uvicorn; from webapp import serve\n"
+    "import sys, uvicorn; from webapp.server import serve\n"
     "def server(config):\n"
     f"    config.timeout_graceful_shutdown = {GRACE_S}\n"
     "    return uvicorn.Server(config)\n"
@@ -189,7 +189,7 @@ def cgroups_named(prefix: str) -> list[str]:
     return found
 
 
-MODULE = [sys.executable, "-m", "webapp.serve"]
+MODULE = [sys.executable, "-m", "webapp.server.serve"]
 
 
 def test_a_stopped_server_answers_or_503s_its_requests_and_fails_its_runs_with_the_reason(

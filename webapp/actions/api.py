@@ -27,8 +27,9 @@ from webapp.actions import output, services
 from webapp.actions.limits import LimitExceeded, token_limits
 from webapp.actions.selectors import action_list_for_user, get_action_for_user
 from webapp.actions.state import STATUSES
+from webapp.admission.gate import spend_rate
 from webapp.agents import conf
-from webapp.agents.exec_api import ERRORS, quota_key, spend_rate
+from webapp.agents.exec_api import ERRORS, quota_key
 from webapp.agents.exec_services import in_pool
 from webapp.agents.schemas import ApiError
 

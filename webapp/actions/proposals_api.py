@@ -20,7 +20,8 @@ from webapp.actions.api import (
     check_credential_names,
     check_host_names,
 )
-from webapp.agents.exec_api import ERRORS, ErrorOut, quota_key, spend_rate
+from webapp.admission.gate import spend_rate
+from webapp.agents.exec_api import ERRORS, ErrorOut, quota_key
 from webapp.agents.exec_services import in_pool
 from webapp.agents.schemas import ApiError
 

@@ -16,6 +16,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.openapi.schema import OpenAPISchema
 from pydantic.json_schema import models_json_schema
 
+from webapp.admission.ratelimit import QuotaExceeded
 from webapp.agents.api_errors import (
     BODY_TOO_LARGE,
     INTERNAL_ERROR,
@@ -26,7 +27,6 @@ from webapp.agents.api_errors import (
 )
 from webapp.agents.auth import TokenAuth
 from webapp.agents.exec_api import EXEC_SCHEMAS, exec_openapi_paths
-from webapp.agents.ratelimit import QuotaExceeded
 from webapp.agents.schemas import ApiError, JsonBodyParser, validation_message
 from webapp.agents.sessions_api import router as sessions_router
 
@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 class UndoableApi(NinjaAPI):
     """ninja's API, whose OpenAPI schema also describes POST /api/v1/exec: that endpoint is
-    served without ninja (webapp.agents.direct_view), so ninja does not know it."""
+    served without ninja (webapp.server.direct_view), so ninja does not know it."""
 
     def get_openapi_schema(
         self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None

@@ -16,9 +16,9 @@ from django.db import InterfaceError, OperationalError, connection
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
+from webapp.agents.bearers import known_bearers
 from webapp.agents.models import ApiToken
 from webapp.agents.recent_tokens import recent_tokens
-from webapp.agents.refused_early import known_bearers
 from webapp.agents.tokens import token_authenticate, token_digest
 
 # Lookups take ~0.1 ms; two threads keep one slow query (a locked SQLite file, a database
@@ -52,7 +52,7 @@ class TokenAuth(HttpBearer):
 async def token_for_secret(token: str) -> ApiToken | None:
     """The active ApiToken whose secret is `token`, its owner loaded, or None: what TokenAuth
     finds, also for the request guard that checks a token before a body is read
-    (webapp.request_bodies)."""
+    (webapp.server.request_bodies)."""
     loop = asyncio.get_running_loop()
     secret = token.strip()
     digest = token_digest(secret)
@@ -63,7 +63,7 @@ async def token_for_secret(token: str) -> ApiToken | None:
         if found is not None:
             recent_tokens.note(digest, found, looked_up_after=looked_up_after)
     if found is not None:
-        known_bearers.note(secret, found.pk, found.owner_id)  # see webapp.agents.refused_early
+        known_bearers.note(secret, found.pk, found.owner_id)  # see webapp.server.refused_early
     return found
 
 

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from http import HTTPStatus
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import Schema
 from pydantic import BaseModel, ValidationError
 
 from executor import RunResult
-from webapp.agents import conf
+from webapp.admission.gate import within_quota
+from webapp.admission.ratelimit import QuotaExceeded
 from webapp.agents.api_errors import (
     UNAUTHENTICATED,
     error_response,
@@ -24,21 +20,9 @@ from webapp.agents.api_errors import (
     refusal_response,
 )
 from webapp.agents.auth import authenticated
-from webapp.agents.capacity import token_rate
 from webapp.agents.exec_services import exec_build_spec, exec_run, result_json
-from webapp.agents.fairshare import host_capacity, refused_recently
 from webapp.agents.models import ApiToken
-from webapp.agents.quota import get_admission, get_limiter
-from webapp.agents.ratelimit import QuotaExceeded
 from webapp.agents.schemas import ApiError, ExecIn, JsonBodyParser, body_validation_message
-
-T = TypeVar("T")
-
-# A run request holds one of these threads from asking for its slots to the end of its run:
-# waiting for a slot or an admission blocks it, and the run itself waits on the sandbox there.
-# The queue caps bound the waiters per token and per user, the host's admission the runs; these
-# threads are the bound across all users (past it, a request queues here before it even asks).
-_runs = ThreadPoolExecutor(max_workers=256, thread_name_prefix="agents-run")
 
 
 class ExecOut(Schema):
@@ -81,80 +65,6 @@ def tenant_key(token: ApiToken) -> object:
     return token.owner_id
 
 
-def spend_rate(key: object) -> None:
-    """Spend one request of `key`'s rate (QuotaExceeded: 429 + Retry-After when empty).
-
-    Blocking: the shared limiter talks to Redis, so call it on a worker thread (in_pool),
-    never on the event loop every request of this process waits on.
-    """
-    per_minute, burst = token_rate()
-    get_limiter().take(key, per_minute=per_minute, burst=burst)
-
-
-def quota_enter(key: object, user: object) -> ExitStack:
-    """spend_rate, then take one of `key`'s concurrency slots and one of the host's admissions
-    for `user` (webapp.agents.fairshare); closing the returned stack gives them back (blocking).
-
-    With every slot taken the request waits for one (AGENTS_SLOT_WAIT_S, at most
-    AGENTS_MAX_WAITING_PER_TOKEN waiters) before the 429: a burst is served in turn. Past its
-    user's fair share of the host it waits likewise (AGENTS_MAX_WAITING_PER_USER waiters).
-    """
-    spend_rate(key)
-    with ExitStack() as stack:
-        stack.enter_context(
-            get_limiter().slot(
-                key,
-                limit=conf.get_int("AGENTS_MAX_CONCURRENT_PER_TOKEN"),
-                wait_s=conf.get("AGENTS_SLOT_WAIT_S"),
-                queue=conf.get_int("AGENTS_MAX_WAITING_PER_TOKEN"),
-            )
-        )
-        stack.enter_context(
-            get_admission().admit(
-                user,
-                capacity=host_capacity(),
-                wait_s=conf.get("AGENTS_SLOT_WAIT_S"),
-                queue=conf.get_int("AGENTS_MAX_WAITING_PER_USER"),
-            )
-        )
-        return stack.pop_all()
-
-
-class Abandoned(Exception):
-    """The request went away while its run waited for its slots: the run was not started."""
-
-
-def _enter_then_run(key: object, user: object, work: Callable[[], T], gone: threading.Event) -> T:
-    with quota_enter(key, user):
-        if gone.is_set():
-            raise Abandoned
-        return work()
-
-
-async def within_quota(key: object, user: object, work: Callable[[], T]) -> T:
-    """Run `work` once quota_enter has let it in, then release; both on one thread of _runs.
-
-    One thread for the wait and the run, without a hop back to the event loop between them
-    (docs/benchmarks.md, "Fewer hops"). A token or user refused is refused again, its answer
-    held past the Retry-After (fairshare.RefusedRecently).
-    """
-    if (again := refused_recently.again(key, user)) is not None:
-        hold_s, refused = again
-        await asyncio.sleep(hold_s)  # on the event loop: no thread held while the answer waits
-        raise refused
-    gone = threading.Event()
-    loop = asyncio.get_running_loop()
-    try:
-        return await loop.run_in_executor(_runs, _enter_then_run, key, user, work, gone)
-    except QuotaExceeded as refused:
-        refused_recently.note(refused, token=key, user=user)
-        raise
-    except asyncio.CancelledError:
-        # A thread cannot be stopped: one still waiting gives its slots back once it has them.
-        gone.set()
-        raise
-
-
 def render_result(request: HttpRequest, result: RunResult, combined: str) -> HttpResponse:
     response: HttpResponse
     if wants_json(request):
@@ -169,7 +79,7 @@ def render_result(request: HttpRequest, result: RunResult, combined: str) -> Htt
 
 
 async def exec_view(request: HttpRequest) -> HttpResponse:
-    """POST /api/v1/exec, served by webapp.agents.direct_view without ninja (see there why).
+    """POST /api/v1/exec, served by webapp.server.direct_view without ninja (see there why).
 
     Everything it answers is the API's as ninja would give it: the bearer token (TokenAuth),
     the body parsed by the API's parser and validated by ExecIn, the API's error shape.

@@ -10,15 +10,14 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import Router, Schema
 
 from executor import FileMissing, InvalidSpec, RunResult, Session, SessionBusy
+from webapp.admission.gate import spend_rate, within_quota
 from webapp.agents import conf
 from webapp.agents.exec_api import (
     ERRORS,
     ErrorOut,
     ExecOut,
-    spend_rate,
     tenant_key,
     token_quota_key,
-    within_quota,
 )
 from webapp.agents.exec_services import in_pool, result_json
 from webapp.agents.models import AgentSession, ApiToken
@@ -66,7 +65,7 @@ def _names_in_utf8(request: HttpRequest) -> None:
     """Refuse a file name in the URL that is not UTF-8 once unescaped. The server hands the
     views such a name with U+FFFD for each bad byte, so `%FF.txt` and `%FE.txt` would both be
     the file `\ufffd.txt`, and uploading one would replace the other."""
-    scope = request.scope  # type: ignore[attr-defined] # served over ASGI only (webapp.serve)
+    scope = request.scope  # type: ignore[attr-defined] # served over ASGI only (webapp.server.serve)
     for part in (scope.get("raw_path") or b"", scope.get("query_string") or b""):
         try:
             unquote_to_bytes(part).decode("utf-8")

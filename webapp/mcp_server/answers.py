@@ -11,8 +11,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from webapp.agents.api_errors import UNAUTHENTICATED
-from webapp.asgi_answers import security_headers
+from webapp.agents.api_errors import UNAUTHENTICATED, security_headers
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 # JSON-RPC leaves -32000 to -32099 to servers; the SDK's own clients expect no particular one.

@@ -4,8 +4,8 @@ Served in the ASGI layer beside the agent API (webapp.asgi), so the site's sessi
 never see it: an agent authenticates each request with its API token, as on /api/v1/. The SDK
 runs stateless (each POST is a whole exchange: nothing is held between requests, so any web
 process can answer) and answers JSON rather than an event stream. Its session manager needs a
-task group that outlives requests: the ASGI lifespan starts it (webapp.serve runs uvicorn with
-lifespan on) and a new one at each startup, since a manager runs once.
+task group that outlives requests: the ASGI lifespan starts it (webapp.server.serve runs uvicorn
+with lifespan on) and a new one at each startup, since a manager runs once.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from webapp.agents import conf
+from webapp.agents.api_errors import error_answer
 from webapp.agents.auth import token_for_secret
-from webapp.agents.refused_early import bearer_secret
-from webapp.asgi_answers import error_answer
+from webapp.agents.bearers import bearer_secret
 from webapp.mcp_server import MCP_PATH
 from webapp.mcp_server.answers import unauthenticated_answer
 from webapp.mcp_server.tools import SCOPE_TOKEN, server

@@ -25,10 +25,11 @@ from webapp.actions import output, services
 from webapp.actions.api import ActionIn, CredentialsIn, action_request
 from webapp.actions.limits import LimitExceeded
 from webapp.actions.selectors import get_action_for_user
-from webapp.agents.exec_api import exec_for_token, spend_rate
+from webapp.admission.gate import spend_rate
+from webapp.admission.ratelimit import QuotaExceeded
+from webapp.agents.exec_api import exec_for_token
 from webapp.agents.exec_services import in_pool, result_json
 from webapp.agents.models import ApiToken
-from webapp.agents.ratelimit import QuotaExceeded
 from webapp.agents.schemas import ApiError, ExecIn, SessionExecIn, body_validation_message
 from webapp.agents.session_services import HeldByPeer
 from webapp.agents.sessions_api import (

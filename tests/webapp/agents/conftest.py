@@ -20,10 +20,10 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from webapp.agents.fairshare import local_admission, refused_recently
-from webapp.agents.ratelimit import local_limiter
+from webapp.admission.fairshare import local_admission, refused_recently
+from webapp.admission.ratelimit import local_limiter
+from webapp.agents.bearers import known_bearers
 from webapp.agents.recent_tokens import recent_tokens
-from webapp.agents.refused_early import known_bearers
 from webapp.agents.session_services import reset_session_manager
 from webapp.agents.tokens import token_create
 from webapp.asgi import application

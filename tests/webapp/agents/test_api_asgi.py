@@ -1,5 +1,5 @@
 """The agent API as deployed: through the ASGI application, where /api/v1/exec is served by its
-view directly (webapp.agents.direct_view) and the rest of /api/v1/ by ApiASGIHandler, and the
+view directly (webapp.server.direct_view) and the rest of /api/v1/ by ApiASGIHandler, and the
 site keeps Django's full stack."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from webapp.agents.asgi import ApiErrorShapeMiddleware
 from webapp.agents.tokens import token_create, token_revoke
 from webapp.asgi import application
+from webapp.server.api_asgi import ApiErrorShapeMiddleware
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BASE = "http://127.0.0.1:8000"

@@ -9,19 +9,19 @@ import pytest
 from django.test import override_settings
 
 from tests.servers import RedisServer
-from webapp.agents import capacity, exec_api
-from webapp.agents.ratelimit import QuotaExceeded
+from webapp.admission import capacity, gate
+from webapp.admission.ratelimit import QuotaExceeded
 
 # `make loadtest`'s stateless phase: one token, 2,000 execs as fast as the machine answers them
 # (~230 runs/s on 2 cores, where the old fixed default refused 20).
 LOADTEST_EXECS = 2000
 
 
-@pytest.fixture(params=["embedded", "redis"])
+@pytest.fixture(params=["process", "redis"])
 def limiter_mode(request: pytest.FixtureRequest, redis_server: RedisServer):
     """The rate as each mode keeps it: in this process, or shared through the real Redis."""
     url = redis_server.url(7) if request.param == "redis" else None
-    with override_settings(REDIS_URL=url):
+    with override_settings(REDIS_URL=url, UNDOABLE_ADMISSION=request.param):
         yield request.param
 
 
@@ -39,7 +39,7 @@ def a_token_sends_at_once(count: int) -> int:
     refused = 0
     for _ in range(count):
         try:
-            exec_api.spend_rate(key)
+            gate.spend_rate(key)
         except QuotaExceeded:
             refused += 1
     return refused
@@ -67,7 +67,7 @@ def test_a_set_rate_wins_and_its_burst_is_six_seconds_of_it():
     assert capacity.token_rate() == (60, 6)
     with pytest.raises(QuotaExceeded, match="at most 60 requests per minute per token, 6 in any"):
         for _ in range(7):
-            exec_api.spend_rate("a token with a set rate")
+            gate.spend_rate("a token with a set rate")
 
 
 @pytest.mark.sabotage
@@ -75,6 +75,6 @@ def test_sabotage_with_the_old_fixed_default_the_loadtest_is_refused(
     cores, limiter_mode, monkeypatch
 ):
     cores(1)
-    monkeypatch.setattr(exec_api, "token_rate", lambda: (15000, 1500))
+    monkeypatch.setattr(gate, "token_rate", lambda: (15000, 1500))
 
     assert a_token_sends_at_once(LOADTEST_EXECS) > 0

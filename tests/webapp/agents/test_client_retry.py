@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
+from webapp.admission.backends import get_limiter
 from webapp.agents.models import ApiToken
-from webapp.agents.quota import get_limiter
 
 # The client is its own package (clients/python); the tests use it from the source tree.
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "clients" / "python" / "src"))

@@ -1,4 +1,4 @@
-"""webapp.agents.direct_view: what Django's handler did for the exec view, done without it: the
+"""webapp.server.direct_view: what Django's handler did for the exec view, done without it: the
 body's cap, a client's disconnect cancelling the view, a 500 for anything unexpected, the API's
 middleware around it all."""
 
@@ -13,11 +13,12 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.test import override_settings
 
 from tests.webapp.test_asgi_handler import cancelled_by_a_disconnect, http_scope
-from webapp.agents import direct_view, exec_api
-from webapp.agents.asgi import ApiSecurityMiddleware
-from webapp.agents.direct_view import DirectView
-from webapp.agents.quota import get_admission
+from webapp.admission.backends import get_admission
+from webapp.agents import exec_api
 from webapp.asgi import application
+from webapp.server import direct_view
+from webapp.server.api_asgi import ApiSecurityMiddleware
+from webapp.server.direct_view import DirectView
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CAP = 1000

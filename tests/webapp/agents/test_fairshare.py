@@ -20,11 +20,12 @@ from django.test import Client, override_settings
 from tests.fakes.clock import ManualClock
 from tests.servers import RedisServer
 from tests.webapp.agents.conftest import Persona
-from webapp.agents import exec_api, fairshare
-from webapp.agents.fairshare import Admission, FairAdmission, refused_recently
-from webapp.agents.fairshare_redis import RedisFairAdmission
-from webapp.agents.quota import get_admission, get_limiter
-from webapp.agents.ratelimit import QuotaExceeded
+from webapp.admission import fairshare
+from webapp.admission.backends import get_admission, get_limiter
+from webapp.admission.fairshare import Admission, FairAdmission, refused_recently
+from webapp.admission.fairshare_redis import RedisFairAdmission
+from webapp.admission.ratelimit import QuotaExceeded
+from webapp.agents import exec_api
 from webapp.agents.tokens import token_create
 
 Pair = tuple[Admission, Admission]
@@ -331,7 +332,7 @@ def host(request: pytest.FixtureRequest) -> Iterator[None]:
             shared.flushdb()
             stack.callback(shared.close)
             stack.callback(shared.flushdb)
-            stack.enter_context(override_settings(REDIS_URL=url))
+            stack.enter_context(override_settings(REDIS_URL=url, UNDOABLE_ADMISSION="redis"))
         yield
 
 

@@ -14,11 +14,11 @@ from limits.strategies import MovingWindowRateLimiter
 
 from tests.fakes.clock import ManualClock
 from tests.servers import RedisServer
-from webapp.agents import window_storage
+from webapp.admission import window_storage
+from webapp.admission.backends import get_limiter
+from webapp.admission.ratelimit import QuotaExceeded, RateLimiter
+from webapp.admission.ratelimit_redis import RedisRateLimiter
 from webapp.agents.models import ApiToken
-from webapp.agents.quota import get_limiter
-from webapp.agents.ratelimit import QuotaExceeded, RateLimiter
-from webapp.agents.ratelimit_redis import RedisRateLimiter
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -124,7 +124,7 @@ def shared_quota(redis_server: RedisServer) -> Iterator[redis.Redis]:
     the settings point at it."""
     client = redis.Redis.from_url(redis_server.url(SHARED_DB))
     client.flushdb()
-    with override_settings(REDIS_URL=redis_server.url(SHARED_DB)):
+    with override_settings(REDIS_URL=redis_server.url(SHARED_DB), UNDOABLE_ADMISSION="redis"):
         yield client
     client.flushdb()
     client.close()

@@ -13,8 +13,8 @@ import pytest
 import redis
 
 from tests.servers import RedisServer
-from webapp.agents.ratelimit import QuotaExceeded, RateLimiter
-from webapp.agents.ratelimit_redis import RedisRateLimiter
+from webapp.admission.ratelimit import QuotaExceeded, RateLimiter
+from webapp.admission.ratelimit_redis import RedisRateLimiter
 
 Make = Callable[..., RedisRateLimiter]
 
@@ -120,7 +120,7 @@ def test_an_unreachable_redis_falls_back_to_the_in_process_limiter(
     make: Make, caplog: pytest.LogCaptureFixture
 ):
     limiter = make(url=f"redis://127.0.0.1:{closed_port()}/0")
-    with caplog.at_level(logging.WARNING, logger="webapp.agents.ratelimit_redis"):
+    with caplog.at_level(logging.WARNING, logger="webapp.admission.ratelimit_redis"):
         limiter.take(7, per_minute=1, burst=1)
     assert "using the in-process limiter" in caplog.text
     with pytest.raises(QuotaExceeded) as denied:

@@ -1,6 +1,6 @@
-"""A refused user's next run requests are answered in front of Django (webapp.agents.refused_early).
+"""A refused user's next run requests are answered in front of Django (webapp.server.refused_early).
 
-Driven through the API's ASGI app as the server runs it (webapp.agents.asgi.api_application).
+Driven through the API's ASGI app as the server runs it (webapp.server.api_asgi.api_application).
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from asgiref.testing import ApplicationCommunicator
 
+from webapp.admission.backends import get_admission, get_limiter
+from webapp.admission.fairshare import refused_recently
 from webapp.agents import auth
-from webapp.agents.asgi import api_application
-from webapp.agents.fairshare import refused_recently
-from webapp.agents.quota import get_admission, get_limiter
-from webapp.agents.refused_early import is_run_request, known_bearers
+from webapp.agents.bearers import known_bearers
+from webapp.server.api_asgi import api_application
+from webapp.server.refused_early import is_run_request
 
 
 @pytest.fixture(autouse=True)

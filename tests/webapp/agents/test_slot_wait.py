@@ -16,9 +16,9 @@ import redis
 import requests
 from django.test import override_settings
 
+from webapp.admission.backends import get_limiter
+from webapp.admission.ratelimit import QuotaExceeded, RateLimiter
 from webapp.agents.models import ApiToken
-from webapp.agents.quota import get_limiter
-from webapp.agents.ratelimit import QuotaExceeded, RateLimiter
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -76,7 +76,7 @@ def test_with_redis_a_burst_waits_for_the_shared_slots(app_server, owner, redis_
     shared = redis.Redis.from_url(shared_url)
     shared.flushdb()
     try:
-        with override_settings(REDIS_URL=shared_url):
+        with override_settings(REDIS_URL=shared_url, UNDOABLE_ADMISSION="redis"):
             assert served_in_full(burst(app_server, owner.token, 16, SLOW))
     finally:
         shared.flushdb()

@@ -11,8 +11,8 @@ from collections.abc import Callable
 import pytest
 from django.test import override_settings
 
-from webapp.agents import exec_api
-from webapp.agents.quota import get_admission
+from webapp.admission import gate
+from webapp.admission.backends import get_admission
 
 USER, KEY = "within-quota-user", "within-quota-token"
 
@@ -31,15 +31,13 @@ def gone_while_waiting() -> tuple[list[str], str]:
 
     async def scenario() -> str:
         with get_admission().admit(USER, capacity=1, wait_s=0, queue=0):
-            waiting = asyncio.ensure_future(
-                exec_api.within_quota(KEY, USER, lambda: ran.append("run"))
-            )
+            waiting = asyncio.ensure_future(gate.within_quota(KEY, USER, lambda: ran.append("run")))
             await until(lambda: get_admission().waiting(USER) == 1)
             waiting.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await waiting
         # Admitted only once the request that went away gave its slots back.
-        return await asyncio.wait_for(exec_api.within_quota(KEY, USER, lambda: "next"), 10)
+        return await asyncio.wait_for(gate.within_quota(KEY, USER, lambda: "next"), 10)
 
     return ran, asyncio.run(scenario())
 
@@ -52,12 +50,12 @@ def test_a_request_gone_while_waiting_never_starts_its_run_and_gives_its_slots_b
 @pytest.mark.sabotage
 @override_settings(AGENTS_MAX_RUNS_PER_HOST=1)
 def test_sabotage_unheard_the_run_of_a_request_gone_while_waiting_starts(monkeypatch):
-    heard = exec_api._enter_then_run
+    heard = gate._enter_then_run
 
     def deaf(key: object, user: object, work: Callable[[], object], gone: object) -> object:
         return heard(key, user, work, threading.Event())  # not the one the request sets
 
-    monkeypatch.setattr(exec_api, "_enter_then_run", deaf)
+    monkeypatch.setattr(gate, "_enter_then_run", deaf)
     assert gone_while_waiting() == (["run"], "next")
 
 
@@ -69,5 +67,5 @@ def test_the_wait_and_the_run_share_one_thread():
         threads.append(threading.current_thread().name)
         return "done"
 
-    assert asyncio.run(exec_api.within_quota(KEY, USER, work)) == "done"
+    assert asyncio.run(gate.within_quota(KEY, USER, work)) == "done"
     assert threads[0].startswith("agents-run")

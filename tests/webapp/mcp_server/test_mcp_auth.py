@@ -55,7 +55,7 @@ def test_sabotage_with_the_token_check_off_a_strangers_call_runs_the_tool(
         return anyone
 
     monkeypatch.setattr(mcp_asgi, "token_for_secret", any_secret)
-    monkeypatch.setattr("webapp.request_bodies.bearer_route", lambda path: False)
+    monkeypatch.setattr("webapp.server.request_bodies.bearer_route", lambda path: False)
     response = post_tool_call(app_server, "Bearer udb_not-a-real-token")
     assert response.status_code == 200
     assert "the tool ran" in response.text

@@ -1,5 +1,6 @@
 """/mcp behind the guards every bearer route has: its body capped from the request head
-(webapp.request_bodies), its Host checked against ALLOWED_HOSTS (the SDK's DNS-rebinding check)."""
+(webapp.server.request_bodies), its Host checked against ALLOWED_HOSTS (the SDK's DNS-rebinding
+check)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pytest
 from django.conf import settings
 
 from tests.webapp.mcp_server.test_mcp_auth import CALL_EXEC, HEADERS, post_tool_call
-from webapp import request_bodies
 from webapp.mcp_server import asgi as mcp_asgi
+from webapp.server import request_bodies
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("threads_runner")]
 

@@ -1,4 +1,4 @@
-"""/mcp on the server as the product starts it (`python -m webapp.serve`, its own process):
+"""/mcp on the server as the product starts it (`python -m webapp.server.serve`, its own process):
 the lifespan starts MCP's session manager there too."""
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Importing webapp.settings writes nothing. This is the set-up step instead, becau
 Undoable starts passes through it: `make run` (its `migrate`), docker-compose.yml's `migrate`
 service, the tests' database (pytest-django migrates it) and their live servers. It makes
 UNDOABLE_VAR_DIR and its folders private, generates the embedded install's secret key once and
-gives the SQLite file its mode before SQLite first opens it. webapp.serve sets up the folders too:
-a web container runs no migrate of its own.
+gives the SQLite file its mode before SQLite first opens it. webapp.server.serve sets up the folders
+too: a web container runs no migrate of its own.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """An async Django view served straight from ASGI, without Django's handler or ninja: the route
-POST /api/v1/exec takes, the API's hottest (webapp.agents.asgi).
+POST /api/v1/exec takes, the API's hottest (webapp.server.api_asgi).
 
 Django's handler and ninja cost a `print(1+1)` exec more of the server's CPU than the HTTP
 server and this view together (docs/benchmarks.md, "exec without Django's handler"). The

@@ -12,8 +12,8 @@ and of the views served without it, and gives every request that has a body, on 
 - for a body sent without a length (chunked), 413 as soon as it passes the cap, and the app
   behind sees the client gone, so it stops reading and spools no more.
 
-The server (webapp.serve) then reads and drops what is left of a body answered early, within a
-bound, so that a client that writes its whole body before it reads (urllib, requests) still
+The server (webapp.server.serve) then reads and drops what is left of a body answered early, within
+a bound, so that a client that writes its whole body before it reads (urllib, requests) still
 reads the answer.
 """
 
@@ -26,14 +26,13 @@ from django.conf import settings
 from django.urls import Resolver404, resolve
 
 from webapp.agents import conf
-from webapp.agents.api_errors import UNAUTHENTICATED
-from webapp.agents.asgi import API_PREFIX, api_body_cap
+from webapp.agents.api_errors import UNAUTHENTICATED, error_answer
 from webapp.agents.auth import token_for_secret
-from webapp.agents.refused_early import bearer_secret
-from webapp.asgi_answers import error_answer
+from webapp.agents.bearers import bearer_secret
 from webapp.body_caps import declared_length, view_body_cap
 from webapp.mcp_server import MCP_PATH
 from webapp.mcp_server.answers import unauthenticated_answer
+from webapp.server.api_asgi import API_PREFIX, api_body_cap
 from webapp.workspaces.uploads import MAX_UPLOAD_BYTES
 
 Receive = Callable[[], Awaitable[Mapping[str, Any]]]
@@ -115,7 +114,7 @@ async def _too_large(send: Send, max_bytes: int) -> None:
 class CappedBody:
     """receive and send for an app reading a body of unknown length: past `max_bytes` the
     client is answered 413 here and the app is told the client left (Django's handler and
-    webapp.agents.direct_view then stop without answering); anything it sends after is
+    webapp.server.direct_view then stop without answering); anything it sends after is
     dropped."""
 
     def __init__(self, receive: Receive, send: Send, max_bytes: int) -> None:

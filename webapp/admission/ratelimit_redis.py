@@ -3,7 +3,7 @@
 Keys (all under `undoable:quota:`, each with a TTL so an idle token leaves nothing behind):
 
 - `rate:LIMITER/<key>/...`: the request rate, limits' moving window in its RedisStorage (a list
-  of the window's request times, one Lua script per hit; webapp.agents.ratelimit says how it
+  of the window's request times, one Lua script per hit; webapp.admission.ratelimit says how it
   matches the rate and burst). The times are the web processes' clocks, not Redis', so they
   must agree (NTP; one host in docker-compose). The list expires one window after its last hit.
 - `slots:<key>`: a sorted set of slot ids scored by their expiry (Redis ms). A Lua script drops
@@ -40,7 +40,7 @@ from limits.storage import RedisStorage
 from limits.strategies import MovingWindowRateLimiter
 from redis.commands.core import Script
 
-from webapp.agents.ratelimit import (
+from webapp.admission.ratelimit import (
     QuotaExceeded,
     RateLimiter,
     busy_message,

@@ -22,10 +22,10 @@ from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
 from webapp.agents import conf
 from webapp.agents.api_errors import NOT_FOUND, error_response, method_not_allowed
-from webapp.agents.direct_view import DirectView
 from webapp.agents.exec_api import exec_view
-from webapp.agents.refused_early import refused_early
-from webapp.asgi_handler import AcyclicASGIHandler
+from webapp.server.asgi_handler import AcyclicASGIHandler
+from webapp.server.direct_view import DirectView
+from webapp.server.refused_early import refused_early
 
 API_PREFIX = "/api/v1/"
 EXEC_PATH = "/api/v1/exec"
@@ -113,8 +113,8 @@ class ApiASGIHandler(AcyclicASGIHandler):
 
 def api_application() -> Callable[..., Awaitable[None]]:
     """The API's ASGI app as the server runs it: a refused user's run requests are answered in
-    front of Django (webapp.agents.refused_early); /api/v1/exec is served by its view directly
-    (webapp.agents.direct_view), everything else by ApiASGIHandler."""
+    front of Django (webapp.server.refused_early); /api/v1/exec is served by its view directly
+    (webapp.server.direct_view), everything else by ApiASGIHandler."""
     exec_endpoint = DirectView(
         exec_view,
         middleware=ApiSecurityMiddleware,
@@ -124,7 +124,7 @@ def api_application() -> Callable[..., Awaitable[None]]:
 
 
 def api_body_cap(scope: dict[str, Any]) -> int:
-    """The most bytes a request body to the API may have (webapp.request_bodies): a session
+    """The most bytes a request body to the API may have (webapp.server.request_bodies): a session
     file's cap for a file put into a session, AGENTS_MAX_BODY_BYTES for any other."""
     if scope.get("method") == "PUT":
         session_id, _, tail = scope["path"].removeprefix(SESSIONS_PREFIX).partition("/")

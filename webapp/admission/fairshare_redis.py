@@ -1,12 +1,12 @@
 """The host's fair admission in Redis, so every web process on one machine shares it.
 
-The rule is webapp.agents.fairshare's; here one Lua script applies it atomically. Keys, under
+The rule is webapp.admission.fairshare's; here one Lua script applies it atomically. Keys, under
 `undoable:admit:<host name>:` (one machine's capacity is that machine's, so each host has its
 own; every key has a TTL):
 
 - `slots`: a sorted set of "<user> <id>" scored by expiry (Redis ms). A process that dies
   holding one cannot release it, so each expires after the longest a run may take, as the
-  per-token slots do (webapp.agents.ratelimit_redis).
+  per-token slots do (webapp.admission.ratelimit_redis).
 - `queue`: a sorted set of "<user> <id> <deadline>" scored by arrival; a waiter past its
   deadline (a dead process's too) stops counting.
 - `served`: a hash user -> when it was last admitted (round-robin among equals).
@@ -40,9 +40,9 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
-from webapp.agents import fairshare
-from webapp.agents.fairshare import FairAdmission, ShareExceeded, local_admission, refusal
-from webapp.agents.ratelimit_redis import BACKOFF_S, default_slot_ttl_s
+from webapp.admission import fairshare
+from webapp.admission.fairshare import FairAdmission, ShareExceeded, local_admission, refusal
+from webapp.admission.ratelimit_redis import BACKOFF_S, default_slot_ttl_s
 from webapp.redis_client import redis_client
 
 logger = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ without Django's handler"). Here each key keeps at most its limit's entries (a d
 the limit, which is all a moving window ever looks at), and keys whose window has passed are
 dropped every SWEEP_EVERY hits, on the hitting thread.
 
-Only the moving window is kept: the strategy the API's limiter uses (webapp.agents.ratelimit).
+Only the moving window is kept: the strategy the API's limiter uses (webapp.admission.ratelimit).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""`python -m webapp.serve [-b HOST] [-p PORT] [--proxy-headers] [limits] [application]`: the app
-under uvicorn (httptools, uvloop), with what uvicorn lacks in front of it: a deadline for each
+"""`python -m webapp.server.serve [-b HOST] [-p PORT] [--proxy-headers] [limits] [application]`: the
+app under uvicorn (httptools, uvloop), with what uvicorn lacks in front of it: a deadline for each
 request head, a cap on its size, a minimum rate and an idle deadline for a request body, the
 rest of a body answered early read and dropped (within bounds) so that its client reads the
 answer, and caps on open connections, in all and per client address, that close the excess at
@@ -31,10 +31,10 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from webapp.body_caps import declared_length
-from webapp.draining import DrainingServer
 from webapp.reliability.management.commands.migrate import var_dir_setup
+from webapp.server.draining import DrainingServer
 
-logger = logging.getLogger("webapp.serve")  # also when run as __main__
+logger = logging.getLogger("webapp.server.serve")  # also when run as __main__
 
 APPLICATION = "webapp.asgi:application"
 HEAD_TIMEOUT_S = 10.0
@@ -380,7 +380,7 @@ def _off_if_zero(value: float) -> float | None:
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m webapp.serve", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m webapp.server.serve", description=__doc__)
     parser.add_argument("application", nargs="?", default=APPLICATION, help="module:attribute")
     parser.add_argument("-b", "--bind", default="127.0.0.1", help="address to listen on")
     parser.add_argument("-p", "--port", type=int, default=8000)

@@ -32,7 +32,7 @@ from django.conf import settings
 
 from webapp.stopping import SERVER_STOPPED, runs_end
 
-logger = logging.getLogger("webapp.serve")
+logger = logging.getLogger("webapp.server.serve")
 
 # The part of the grace period kept for ending what is left: killing sandboxes, recording runs,
 # answering 503.

@@ -1,7 +1,7 @@
 """Host-wide admission of API runs, shared fairly between users (issue 14).
 
 Every agent run (stateless exec, session cell) on this machine holds one admission while it
-runs, on top of its token's own quota (webapp.agents.ratelimit). The machine admits about
+runs, on top of its token's own quota (webapp.admission.ratelimit). The machine admits about
 `capacity` runs at once (AGENTS_MAX_RUNS_PER_HOST; by default a few per CPU core), counted per
 *user*, not per token, so one user's many tokens are one tenant:
 
@@ -22,9 +22,9 @@ runs, on top of its token's own quota (webapp.agents.ratelimit). The machine adm
   so one slot reused back to back by a flood of tiny runs took most of the machine
   (docs/benchmarks.md, issue 14). A user alone is never paced.
 
-`webapp.agents.quota.get_admission()` picks the implementation: this in-process one without
-REDIS_URL (embedded default, one process), `webapp.agents.fairshare_redis` with it, so all web
-processes of one host share one admission.
+`webapp.admission.backends.get_admission()` gives the one UNDOABLE_ADMISSION chooses: this
+in-process one ("process", the embedded default), or `webapp.admission.fairshare_redis`
+("redis", the default with REDIS_URL), so all web processes of one host share one admission.
 """
 
 from __future__ import annotations
@@ -40,9 +40,10 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from webapp.agents import conf
-from webapp.agents.capacity import usable_cores
-from webapp.agents.ratelimit import QuotaExceeded
+from django.conf import settings
+
+from webapp.admission.capacity import usable_cores
+from webapp.admission.ratelimit import QuotaExceeded
 
 # Runs per CPU core when AGENTS_MAX_RUNS_PER_HOST is 0. A stateless run is mostly CPU (a fork
 # of the zygote, the program, the server's own work), so throughput stops growing past this
@@ -80,7 +81,7 @@ class Admission(Protocol):
 
 def host_capacity() -> int:
     """Runs this machine admits at once: the setting, or RUNS_PER_CORE per usable core."""
-    configured = conf.get_int("AGENTS_MAX_RUNS_PER_HOST")
+    configured = int(settings.AGENTS_MAX_RUNS_PER_HOST)
     return configured or RUNS_PER_CORE * usable_cores()
 
 

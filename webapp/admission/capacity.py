@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 
-from webapp.agents import conf
+from django.conf import settings
 
 # Runs one core could serve per second, at best and with room: about twice the best measured.
 RUNS_PER_CORE_S = 500
@@ -27,6 +27,6 @@ def usable_cores() -> int:
 def token_rate() -> tuple[float, int]:
     """A token's requests per minute and burst: the settings, or by default what the machine's
     cores could serve (the burst: RATE_WINDOW_S seconds of that rate)."""
-    per_minute = conf.get("AGENTS_RATE_PER_MINUTE") or RUNS_PER_CORE_S * 60 * usable_cores()
-    burst = conf.get_int("AGENTS_RATE_BURST") or math.ceil(per_minute * RATE_WINDOW_S / 60)
+    per_minute = settings.AGENTS_RATE_PER_MINUTE or RUNS_PER_CORE_S * 60 * usable_cores()
+    burst = int(settings.AGENTS_RATE_BURST) or math.ceil(per_minute * RATE_WINDOW_S / 60)
     return per_minute, burst

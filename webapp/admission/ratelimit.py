@@ -11,16 +11,17 @@ A request over the concurrency cap waits for a slot before it is refused: at mos
 requests per token wait at once, each at most `wait_s` seconds, so a burst from one agent is
 served in turn rather than bounced; past either bound it gets QuotaExceeded (429 + Retry-After).
 
-`webapp.agents.quota.get_limiter()` picks the limiter at call time:
+`webapp.admission.backends.get_limiter()` gives the limiter UNDOABLE_ADMISSION chooses:
 
-- Embedded default (no `REDIS_URL`): `local_limiter`, counters in this process (limits' moving
-  window on webapp.agents.window_storage). One process serves everything, so the figures hold
-  exactly.
-- `REDIS_URL` set (production, docker-compose): `webapp.agents.ratelimit_redis.RedisRateLimiter`,
-  counters in Redis, so N web processes share one rate and one concurrency cap per token.
-  If Redis is down or errors, that limiter logs a warning and uses `local_limiter` for the call:
-  the API keeps serving, and during the outage a token may get up to N times its quota (one
-  in-process budget per web process) instead of every request failing.
+- "process", the embedded default (no `REDIS_URL`): `local_limiter`, counters in this
+  process (limits' moving window on webapp.admission.window_storage). One process serves
+  everything, so the figures hold exactly.
+- "redis", the default with `REDIS_URL` (production, docker-compose):
+  `webapp.admission.ratelimit_redis.RedisRateLimiter`, counters in Redis, so N web processes
+  share one rate and one concurrency cap per token. If Redis is down or errors, that limiter
+  logs a warning and uses `local_limiter` for the call: the API keeps serving, and during the
+  outage a token may get up to N times its quota (one in-process budget per web process)
+  instead of every request failing.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import Protocol
 from limits import RateLimitItemPerSecond
 from limits.strategies import MovingWindowRateLimiter
 
-from webapp.agents.window_storage import WindowStorage
+from webapp.admission.window_storage import WindowStorage
 
 
 class QuotaExceeded(Exception):

@@ -31,16 +31,20 @@ from webapp.routing import SameOriginValidator, websocket_urlpatterns  # noqa: E
 from webapp.server.api_asgi import api_application, route_exact, route_http  # noqa: E402
 from webapp.server.request_bodies import BodyGuard  # noqa: E402
 
+
+def http_application(*, exec_direct: bool = True) -> BodyGuard:
+    """Every request's body judged from its head before Django would spool it. MCP_PATH: the
+    agent API as MCP tools (webapp.mcp_server), bearer tokens and no CSRF, as /api/v1/.
+    `exec_direct`: see webapp.server.api_asgi.api_application."""
+    api = api_application(exec_direct=exec_direct)
+    return BodyGuard(
+        route_exact({MCP_PATH: mcp_endpoint}, route_http(site=django_asgi_app, api=api))
+    )
+
+
 application = ProtocolTypeRouter(
     {
-        # Every request's body judged from its head before Django would spool it. MCP_PATH:
-        # the agent API as MCP tools (webapp.mcp_server), bearer tokens and no CSRF, as /api/v1/.
-        "http": BodyGuard(
-            route_exact(
-                {MCP_PATH: mcp_endpoint},
-                route_http(site=django_asgi_app, api=api_application()),
-            )
-        ),
+        "http": http_application(),
         # Scheme, host and port of the Origin must be the site's own (see webapp/routing.py).
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         # Starts what MCP needs for as long as the server runs (webapp.mcp_server.asgi).

@@ -5,6 +5,9 @@ does) with its own SQLite database, creates a user and token
 through manage.py, warms the sandbox pool, then prints p50/p99 at concurrency 1 and runs/s at
 concurrency 8, beside the floor: the bare interpreter (`/usr/bin/python3 -I -S`, no sandbox,
 no HTTP) and the ratio. Targets (issue 5): p50 < 15 ms, p99 < 60 ms, >= 60 runs/s.
+
+BENCH_EXEC_VIA=ninja serves exec through Django's handler and its ninja operation instead of
+straight from ASGI (tests/bench/ninja_exec_asgi.py), to compare the two.
 """
 
 from __future__ import annotations
@@ -38,6 +41,12 @@ PACED_RUNS = int(os.environ.get("BENCH_PACED_RUNS", "100"))
 PACE_S = 0.1
 PARALLEL_RUNS = int(os.environ.get("BENCH_PARALLEL_RUNS", "480"))
 CONCURRENCY = 8
+# What the server runs: the deployed app, or exec through Django's handler and ninja.
+APPLICATIONS = {
+    "direct": "webapp.asgi:application",
+    "ninja": "tests.bench.ninja_exec_asgi:application",
+}
+EXEC_VIA = os.environ.get("BENCH_EXEC_VIA", "direct")
 BODY = json.dumps({"code": "print(1+1)"}).encode()
 # The bare interpreter, as bench_executor.py measures it (the `python3` on PATH may be a shim).
 FLOOR = ["/usr/bin/python3", "-I", "-S", "-c", "print(1+1)"]
@@ -58,6 +67,7 @@ def manage(env: dict[str, str], *args: str) -> str:
 
 def start_server(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
     argv = [SERVER_PY, "-m", "webapp.server.serve", "-b", "127.0.0.1", "-p", str(port)]
+    argv.append(APPLICATIONS[EXEC_VIA])
     proc = subprocess.Popen(
         argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -179,7 +189,10 @@ def main() -> None:
         rate = parallel(port, token)
     floor = floor_ms()
     p50, p99 = percentile(serial, 0.5) * 1000, percentile(serial, 0.99) * 1000
-    print(f"bench_api ({SERIAL_RUNS} serial runs, {PARALLEL_RUNS} at concurrency 8)")
+    print(
+        f"bench_api ({SERIAL_RUNS} serial runs, {PARALLEL_RUNS} at concurrency 8, "
+        f"exec served {EXEC_VIA})"
+    )
     print(f"  bare interpreter floor   p50 {floor:7.1f} ms")
     print(
         f"  HTTP exec, concurrency 1 p50 {p50:7.1f} ms  p99 {p99:7.1f} ms"

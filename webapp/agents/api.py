@@ -7,14 +7,11 @@ rewritten here so clients see one shape.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI, Swagger
 from ninja.errors import AuthenticationError, HttpError, ValidationError
-from ninja.openapi.schema import OpenAPISchema
-from pydantic.json_schema import models_json_schema
 
 from webapp.admission.ratelimit import QuotaExceeded
 from webapp.agents.api_errors import (
@@ -26,31 +23,14 @@ from webapp.agents.api_errors import (
     refusal_response,
 )
 from webapp.agents.auth import TokenAuth
-from webapp.agents.exec_api import EXEC_SCHEMAS, exec_openapi_paths
+from webapp.agents.exec_api import router as exec_router
 from webapp.agents.schemas import ApiError, JsonBodyParser, validation_message
 from webapp.agents.sessions_api import router as sessions_router
 
 logger = logging.getLogger(__name__)
 
 
-class UndoableApi(NinjaAPI):
-    """ninja's API, whose OpenAPI schema also describes POST /api/v1/exec: that endpoint is
-    served without ninja (webapp.server.direct_view), so ninja does not know it."""
-
-    def get_openapi_schema(
-        self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None
-    ) -> OpenAPISchema:
-        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
-        _, definitions = models_json_schema(
-            [(model, "validation") for model in EXEC_SCHEMAS],
-            ref_template="#/components/schemas/{model}",
-        )
-        schema.setdefault("components", {}).setdefault("schemas", {}).update(definitions["$defs"])
-        schema["paths"] = {**exec_openapi_paths(), **schema["paths"]}
-        return schema
-
-
-api = UndoableApi(
+api = NinjaAPI(
     title="Undoable API",
     version="1",
     description="Run code in a sandbox: stateless `POST /api/v1/exec` (replit-code-exec "
@@ -62,6 +42,7 @@ api = UndoableApi(
     docs=Swagger(),
     parser=JsonBodyParser(),
 )
+api.add_router("/v1", exec_router)
 api.add_router("/v1/sessions", sessions_router)
 
 

@@ -1,14 +1,20 @@
-"""POST /api/v1/exec: the stateless, replit-code-exec compatible endpoint."""
+"""POST /api/v1/exec: the stateless, replit-code-exec compatible endpoint.
+
+One ninja operation (exec_operation: the OpenAPI schema's, and what Django's handler serves) and
+the same endpoint as a plain async view (exec_view), which the server runs straight from ASGI
+without Django's handler or ninja (webapp.server.direct_view), because that costs measurably
+less (docs/architecture.md, "Why exec skips ninja"). Both answer through exec_for_token and
+render_result with the API's token check, body parser and error shape.
+"""
 
 from __future__ import annotations
 
 import functools
-from http import HTTPStatus
-from typing import Any, Literal
+from typing import Literal
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from ninja import Schema
-from pydantic import BaseModel, ValidationError
+from ninja import Router, Schema
+from pydantic import ValidationError
 
 from executor import RunResult
 from webapp.admission.gate import within_quota
@@ -43,8 +49,8 @@ class ErrorOut(Schema):
 
 ERRORS = {status: ErrorOut for status in (400, 401, 404, 409, 413, 429, 503)}
 EXEC_ERRORS = (400, 401, 405, 413, 429, 500, 503)
-# The models the OpenAPI schema describes for exec (webapp.agents.api adds their components).
-EXEC_SCHEMAS: tuple[type[BaseModel], ...] = (ExecIn, ExecOut, ErrorOut)
+
+router = Router(tags=["exec"])
 
 
 def wants_json(request: HttpRequest) -> bool:
@@ -78,11 +84,26 @@ def render_result(request: HttpRequest, result: RunResult, combined: str) -> Htt
     return response
 
 
-async def exec_view(request: HttpRequest) -> HttpResponse:
-    """POST /api/v1/exec, served by webapp.server.direct_view without ninja (see there why).
+@router.post(
+    "/exec",
+    response={200: ExecOut, **{status: ErrorOut for status in EXEC_ERRORS}},
+    operation_id="exec",
+    summary="Run a snippet in a fresh sandbox",
+    description="Runs `code` once in a new sandbox. Replies `text/plain` (stdout+stderr as "
+    "printed) unless the request sends `Accept: application/json`.",
+)
+async def exec_operation(request: HttpRequest, payload: ExecIn) -> HttpResponse:
+    """POST /api/v1/exec as a ninja operation: its token, body and refusals are ninja's."""
+    result, combined = await exec_for_token(request.auth, payload)  # type: ignore[attr-defined]
+    return render_result(request, result, combined)
 
-    Everything it answers is the API's as ninja would give it: the bearer token (TokenAuth),
-    the body parsed by the API's parser and validated by ExecIn, the API's error shape.
+
+async def exec_view(request: HttpRequest) -> HttpResponse:
+    """POST /api/v1/exec as the server runs it, without ninja (webapp.server.direct_view).
+
+    Everything it answers is the API's as exec_operation gives it: the bearer token
+    (TokenAuth), the body parsed by the API's parser and validated by ExecIn, the API's error
+    shape.
     """
     if request.method != "POST":
         return method_not_allowed(request.method or "", allowed="POST")
@@ -111,34 +132,3 @@ def exec_payload(request: HttpRequest) -> ExecIn:
         return ExecIn.model_validate(JsonBodyParser().parse_body(request))
     except ValidationError as exc:
         raise ApiError(400, body_validation_message(exc)) from None
-
-
-def exec_openapi_paths() -> dict[str, Any]:
-    """The OpenAPI description of POST /api/v1/exec, as ninja would write it for exec_view."""
-    return {
-        "/api/v1/exec": {
-            "post": {
-                "operationId": "exec",
-                "summary": "Run a snippet in a fresh sandbox",
-                "description": "Runs `code` once in a new sandbox. Replies `text/plain` "
-                "(stdout+stderr as printed) unless the request sends `Accept: application/json`.",
-                "tags": ["exec"],
-                "requestBody": {"content": _json_of(ExecIn), "required": True},
-                "responses": {
-                    "200": {"description": "OK", "content": _json_of(ExecOut)},
-                    **{
-                        str(status): {
-                            "description": HTTPStatus(status).phrase,
-                            "content": _json_of(ErrorOut),
-                        }
-                        for status in EXEC_ERRORS
-                    },
-                },
-                "security": [{"TokenAuth": []}],
-            }
-        }
-    }
-
-
-def _json_of(model: type[BaseModel]) -> dict[str, Any]:
-    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}

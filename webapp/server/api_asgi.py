@@ -111,10 +111,14 @@ class ApiASGIHandler(AcyclicASGIHandler):
         )
 
 
-def api_application() -> Callable[..., Awaitable[None]]:
+def api_application(*, exec_direct: bool = True) -> Callable[..., Awaitable[None]]:
     """The API's ASGI app as the server runs it: a refused user's run requests are answered in
     front of Django (webapp.server.refused_early); /api/v1/exec is served by its view directly
-    (webapp.server.direct_view), everything else by ApiASGIHandler."""
+    (webapp.server.direct_view), everything else by ApiASGIHandler. `exec_direct=False`: exec
+    through ApiASGIHandler and its ninja operation too, as `make bench` compares them
+    (tests/bench/bench_api.py, docs/architecture.md)."""
+    if not exec_direct:
+        return refused_early(ApiASGIHandler())
     exec_endpoint = DirectView(
         exec_view,
         middleware=ApiSecurityMiddleware,

@@ -55,9 +55,10 @@ def asgi_request(
     content: bytes = b"",
     headers: dict[str, str],
     params: dict[str, Any] | None = None,
+    app: Any = application,
 ) -> ApiResponse:
-    """One request through the deployed ASGI application, its path sent as written (`..` and
-    all, as a client that does not normalise it would), its body in one message."""
+    """One request through the deployed ASGI application (or `app`), its path sent as written
+    (`..` and all, as a client that does not normalise it would), its body in one message."""
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -88,7 +89,7 @@ def asgi_request(
         async def send(message: dict[str, Any]) -> None:
             sent.append(message)
 
-        await application(scope, receive, send)
+        await app(scope, receive, send)
 
     async_to_sync(serve)()
     start = next(m for m in sent if m["type"] == "http.response.start")

@@ -202,13 +202,9 @@ def refs_in(node: object) -> list[str]:
     return []
 
 
-def test_the_schema_describes_exec_though_ninja_does_not_serve_it(client):
+def test_every_reference_in_the_schema_has_its_component(client):
     schema = client.get("/api/openapi.json").json()
-    operation = schema["paths"]["/api/v1/exec"]["post"]
-    body = operation["requestBody"]["content"]["application/json"]["schema"]
-    assert body == {"$ref": "#/components/schemas/ExecIn"}
     assert schema["components"]["schemas"]["ExecIn"]["required"] == ["code"]
-    assert {"200", "401", "413", "429"} <= set(operation["responses"])
     components = schema["components"]["schemas"]
     assert all(ref.removeprefix("#/components/schemas/") in components for ref in refs_in(schema))
 

@@ -47,6 +47,8 @@ APPLICATIONS = {
     "ninja": "tests.bench.ninja_exec_asgi:application",
 }
 EXEC_VIA = os.environ.get("BENCH_EXEC_VIA", "direct")
+# The server serving each port (served_for), for its CPU time.
+SERVERS: dict[int, subprocess.Popen[bytes]] = {}
 BODY = json.dumps({"code": "print(1+1)"}).encode()
 # The bare interpreter, as bench_executor.py measures it (the `python3` on PATH may be a shim).
 FLOOR = ["/usr/bin/python3", "-I", "-S", "-c", "print(1+1)"]
@@ -94,6 +96,12 @@ def exec_once(conn: http.client.HTTPConnection, token: str) -> float:
     if response.status != 200 or text != b"2\n":
         raise SystemExit(f"unexpected answer {response.status}: {text[:200]!r}")
     return elapsed
+
+
+def server_cpu_s(port: int) -> float:
+    """The CPU time the server on `port` has used (all its threads; not its sandboxes')."""
+    fields = Path(f"/proc/{SERVERS[port].pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -165,10 +173,11 @@ def served_for(users: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
     manage(env, "shell", "-c", create_users)
     tokens = {name: manage(env, "create_api_token", name).splitlines()[-1] for name in users}
     port = free_port()
-    server = start_server(env, port)
+    server = SERVERS[port] = start_server(env, port)
     try:
         yield port, tokens
     finally:
+        del SERVERS[port]
         server.terminate()
         server.wait(10)
 
@@ -178,13 +187,17 @@ def main() -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         for _ in range(20):  # configures the executor and fills the warm pool
             exec_once(conn, token)
+        cpu_before = server_cpu_s(port)
         serial = [exec_once(conn, token) for _ in range(SERIAL_RUNS)]
+        serial_cpu_ms = (server_cpu_s(port) - cpu_before) * 1000 / SERIAL_RUNS
         # Back to back drained the pool; paced figures are for the steady state after it.
         time.sleep(2.0)
         paced = []
+        cpu_before = server_cpu_s(port)
         for _ in range(PACED_RUNS):  # one request every PACE_S: the warm pool keeps up
             time.sleep(PACE_S)
             paced.append(exec_once(conn, token))
+        paced_cpu_ms = (server_cpu_s(port) - cpu_before) * 1000 / PACED_RUNS
         conn.close()
         rate = parallel(port, token)
     floor = floor_ms()
@@ -203,6 +216,10 @@ def main() -> None:
     print(
         f"  HTTP exec, 10 requests/s p50 {paced50:7.1f} ms  p99 {paced99:7.1f} ms"
         f"  (p50 = {paced50 / floor:.1f}x floor: a warm sandbox for every request)"
+    )
+    print(
+        f"  server CPU per request     {serial_cpu_ms:7.2f} ms back to back, "
+        f"{paced_cpu_ms:.2f} ms paced"
     )
 
 

@@ -1,8 +1,9 @@
 """An async Django view served straight from ASGI, without Django's handler or ninja: the route
 POST /api/v1/exec takes, the API's hottest (webapp.server.api_asgi).
 
-Django's handler and ninja cost a `print(1+1)` exec more of the server's CPU than the HTTP
-server and this view together (docs/benchmarks.md, "exec without Django's handler"). The
+Django's handler and ninja's operation (webapp.agents.exec_api.exec_operation, which the
+OpenAPI schema describes) cost a `print(1+1)` exec about 1 ms more of the server's CPU
+(docs/architecture.md, "Why exec skips ninja"). The
 request and response are still Django's own objects (an ASGIRequest, an HttpResponse), so the
 view reads headers, body and host as any Django view does. What the handler did for this view
 is kept:

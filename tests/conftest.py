@@ -220,3 +220,9 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 def _fast_password_hashing(settings) -> None:
     # PBKDF2's deliberate slowness buys nothing in tests; browser tests' servers keep it.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _audit_tallies_flushed_by_tests(settings) -> None:
+    # No flusher thread writing from behind a test's back: tests flush and seal when they mean to.
+    settings.UNDOABLE_AUDIT_FLUSH_S = 0

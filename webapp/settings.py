@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "webapp.reliability",
     "webapp.connections",
     "webapp.actions",
+    "webapp.audit",
 ]
 
 MIDDLEWARE = [
@@ -146,6 +147,20 @@ DATABASES = {
         "OPTIONS": dict(_SQLITE_OPTIONS),
     }
 }
+
+# The audit ledger's HMAC key (webapp.audit.keys), kept outside the database so that whoever can
+# edit the database cannot re-sign an edited entry. A single-machine install keeps a generated
+# one in var/ (migrate writes it); with DATABASE_URL it must be given, or `manage.py check` and
+# migrate refuse to go on (DEBUG alone derives one from SECRET_KEY).
+UNDOABLE_AUDIT_KEY = env_secret("UNDOABLE_AUDIT_KEY")
+EMBEDDED_AUDIT_KEY_FILE = (
+    None if UNDOABLE_AUDIT_KEY or DATABASE_URL else UNDOABLE_VAR_DIR / "audit-key"
+)
+# Exec calls and session cells are counted in memory and added to their minute's tally this
+# often (0: only when asked, as tests do); a minute is sealed into one ledger entry this long
+# after it ended, once every process has flushed into it.
+UNDOABLE_AUDIT_FLUSH_S = env_float("UNDOABLE_AUDIT_FLUSH_S", 10.0, minimum=0)
+UNDOABLE_AUDIT_SEAL_AFTER_S = env_float("UNDOABLE_AUDIT_SEAL_AFTER_S", 60.0, minimum=0)
 
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

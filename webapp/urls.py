@@ -19,6 +19,7 @@ urlpatterns = [
     path("agents/", include("webapp.agents.urls")),
     path("social/", include("social_django.urls", namespace="social")),
     path("history/", include("webapp.history.urls")),
+    path("audit/", include("webapp.audit.urls")),
     path("review/", include("webapp.actions.urls")),
     path("s/", include("webapp.shares.urls")),
     path("workspaces/", include("webapp.workspaces.urls")),

@@ -24,6 +24,8 @@ from webapp.actions.limits import limits_check, review_check
 from webapp.actions.models import Action
 from webapp.actions.state import ActionState, action_state, rest_deadline
 from webapp.agents.models import ApiToken
+from webapp.audit.models import AuditEvent
+from webapp.audit.services import audit_action, audit_query
 from webapp.executor_glue import InvalidSpec, NothingPending, validate_relative_path
 from webapp.queries.models import Query
 from webapp.runs.models import Run, RunDirection
@@ -114,6 +116,7 @@ def action_create(
                 idempotency_key=idempotency_key,
                 request_digest=digest,
             )
+            audit_action(query=query, token=token, secrets=request.credentials.values())
             if workspace is not None:
                 workspaces.workspace_attach(query=query, workspace=workspace)
                 _db_target(workspace, request)
@@ -201,12 +204,16 @@ def _keep(query: Query, state: ActionState) -> None:
         assert state.forward is not None
         now = timezone.now()
         if lifecycle.rest_action_keep(query.pk, now=now, deadline=rest_deadline(state.forward)):
+            audit_query(
+                event=AuditEvent.KEEP, query=query, target=f"action {query.pk}", outcome="kept"
+            )
             return
         if Action.objects.filter(query=query).exists():
             _pending(query, "keep")  # revoked, expired or kept meanwhile: that stands (409)
             return
         # A query made in the browser has no Action row; its Keep makes one.
         Action.objects.get_or_create(query=query, defaults={"owner": query.owner, "kept_at": now})
+        audit_query(event=AuditEvent.KEEP, query=query, target=f"action {query.pk}", outcome="kept")
         return
     change = _forward_change(query)
     assert change is not None and state.status == "pending"

@@ -29,6 +29,7 @@ from webapp.agents.auth import authenticated
 from webapp.agents.exec_services import exec_build_spec, exec_run, result_json
 from webapp.agents.models import ApiToken
 from webapp.agents.schemas import ApiError, ExecIn, JsonBodyParser, body_validation_message
+from webapp.audit.tally import audit_count
 
 
 class ExecOut(Schema):
@@ -123,7 +124,9 @@ async def exec_for_token(token: ApiToken, payload: ExecIn) -> tuple[RunResult, s
     refused): POST /api/v1/exec and the MCP tool exec."""
     spec, timeout_s = exec_build_spec(payload)
     run = functools.partial(exec_run, spec, timeout_s=timeout_s)
-    return await within_quota(token_quota_key(token), tenant_key(token), run)
+    result, combined = await within_quota(token_quota_key(token), tenant_key(token), run)
+    audit_count(token=token, event="exec_summary", result=result)
+    return result, combined
 
 
 def exec_payload(request: HttpRequest) -> ExecIn:

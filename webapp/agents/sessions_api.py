@@ -29,6 +29,7 @@ from webapp.agents.session_services import (
     session_delete,
     session_touch,
 )
+from webapp.audit.tally import audit_count
 
 router = Router(tags=["sessions"])
 
@@ -135,6 +136,7 @@ async def session_exec_for_token(
         result = await within_quota(token_quota_key(token), tenant_key(token), cell)
     except SessionBusy as exc:
         raise ApiError(409, str(exc)) from None
+    audit_count(token=token, event="cell_summary", result=result)
     await _touch(row, session)
     return result
 

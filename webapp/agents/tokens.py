@@ -19,6 +19,8 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from webapp.agents.models import ApiToken
+from webapp.audit.models import AuditEvent
+from webapp.audit.services import audit_token
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +52,7 @@ def token_create(*, owner: User, name: str = "") -> NewToken:
         prefix=secret[: len(TOKEN_PREFIX) + 6],
         hashed=token_digest(secret),
     )
+    audit_token(token=token, event=AuditEvent.TOKEN_CREATE)
     logger.info("api token created", extra={"token_id": token.pk, "user_id": owner.pk})
     return NewToken(token=token, secret=secret)
 
@@ -60,6 +63,7 @@ def token_revoke(*, owner: User, token_id: int) -> ApiToken:
     if token.revoked_at is None:
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
+        audit_token(token=token, event=AuditEvent.TOKEN_REVOKE)
         logger.info("api token revoked", extra={"token_id": token.pk, "user_id": owner.pk})
         transaction.on_commit(lambda: token_revoked.send(sender=ApiToken, token=token))
     return token

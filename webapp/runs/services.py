@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
 from webapp import lifecycle, llm
+from webapp.audit.services import audit_run
 from webapp.connections.scopes import scopes_missing
 from webapp.credentials.handoff import credentials_stash
 from webapp.queries.models import Query
@@ -128,6 +129,7 @@ def run_start(
     values = {name: credentials[name] for name in needed}
     credentials_stash(run_id=run.pk, values=values)
     _enqueue(run.pk, kind=run.query.kind)
+    audit_run(run=run, outcome="queued", secrets=values.values())
     logger.info("run queued", extra={"run_id": run.pk, "runner": settings.UNDOABLE_RUNNER})
     return run
 
@@ -193,6 +195,7 @@ def run_fail(*, run: Run, error: str) -> Run:
     if updated:
         publish_run_event(run.pk, status_event(run))
         run_failure_log(run)
+        audit_run(run=run, outcome=f"failed: {error}")
     return run
 
 

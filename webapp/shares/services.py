@@ -9,6 +9,8 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from webapp.audit.models import AuditEvent
+from webapp.audit.services import audit_share
 from webapp.queries.models import Query
 from webapp.runs.models import Run
 from webapp.runs.selectors import run_output_text
@@ -41,6 +43,7 @@ def share_create(*, owner: User, query: Query, include_output: bool) -> Share:
         share.output_status = last_run.status
         share.output_run = last_run
     share.save()
+    audit_share(share=share, event=AuditEvent.SHARE)
     logger.info(
         "share created",
         extra={"share_id": share.pk, "query_id": query.pk, "include_output": include_output},
@@ -52,6 +55,7 @@ def share_revoke(*, share: Share) -> Share:
     """Take the link down for good; it answers 404 from now on."""
     share.revoked_at = timezone.now()
     share.save(update_fields=["revoked_at"])
+    audit_share(share=share, event=AuditEvent.SHARE_REVOKE)
     logger.info("share revoked", extra={"share_id": share.pk})
     return share
 

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from executor import FsWorkspace, InvalidSpec, NothingPending, WorkspaceBusy, sandbox_host_uid
 from webapp import lifecycle, llm
+from webapp.audit.services import audit_change
 from webapp.executor_glue import ensure_executor
 from webapp.queries.models import Query
 from webapp.runs.models import Run, RunDirection
@@ -201,6 +202,7 @@ def change_set(
         extra={"run_id": change.run_id, "change_id": change.pk, "status": status},
     )
     change_publish(change)
+    audit_change(change=change)
     if status == ChangeStatus.KEPT and change.run.direction == RunDirection.REVERSE:
         _forward_reversed(change)
     return True

@@ -52,6 +52,17 @@ def secret_key_setup() -> None:
         settings.SECRET_KEY = path.read_text().strip()
 
 
+def audit_key_setup() -> None:
+    """The embedded install's ledger key (settings.EMBEDDED_AUDIT_KEY_FILE, None when it comes
+    from UNDOABLE_AUDIT_KEY or must): generated once, kept after, 0600."""
+    path = settings.EMBEDDED_AUDIT_KEY_FILE
+    if path is None:
+        return
+    _private_file(path)
+    if not path.read_text().strip():
+        path.write_text(secrets.token_urlsafe(50))
+
+
 def sqlite_file_setup(database: str) -> None:
     """An SQLite database file is 0600 before SQLite opens it: SQLite gives its -wal, -shm and
     -journal files the database file's mode."""
@@ -95,12 +106,14 @@ def _current_secret_key() -> str:
 
 class Command(migrate.Command):
     help = (
-        "Set up UNDOABLE_VAR_DIR (folders, secret key, SQLite file), then " + migrate.Command.help
+        "Set up UNDOABLE_VAR_DIR (folders, secret and audit keys, SQLite file), then "
+        + migrate.Command.help
     )
 
     def execute(self, *args: Any, **options: Any) -> str | None:
         # Before the system checks, which open the database already (JSONField's does).
         var_dir_setup()
         secret_key_setup()
+        audit_key_setup()
         sqlite_file_setup(options["database"])
         return super().execute(*args, **options)

@@ -167,9 +167,7 @@ def test_deny_an_edit_rechained_without_the_key_is_named(db):
     assert found is not None and found.seq == 3 and "HMAC" in found.reason
 
 
-def test_sabotage_without_the_hmac_check_an_edit_rechained_without_the_key_passes(
-    db, monkeypatch
-):
+def test_sabotage_without_the_hmac_check_an_edit_rechained_without_the_key_passes(db, monkeypatch):
     ledger(6)
     rechain_after(3, key=b"a key that is not the ledger's")
     monkeypatch.setattr(chain, "hmac_ok", lambda entry, key: True)

@@ -12,7 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 from webapp.audit.keys import audit_key
 
 
-@register()
+@register("audit")
 def check_audit_key(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     if settings.EMBEDDED_AUDIT_KEY_FILE is not None:
         return []  # a single-machine install: migrate writes the key before anything appends

@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
 from django.db import close_old_connections, connection
 
 from webapp.audit import chain
 from webapp.audit.chain import entry_hash, entry_hmac
+from webapp.audit.checks import check_audit_key
 from webapp.audit.models import AuditEntry, AuditHead
 from webapp.audit.services import audit_append
 from webapp.audit.verify import audit_verify
@@ -180,15 +182,25 @@ def test_an_intact_ledger_verifies(db, capsys):
     assert "intact: 3 entries" in capsys.readouterr().out
 
 
-def test_without_a_key_outside_the_database_nothing_is_appended(db, settings):
-    from django.core.exceptions import ImproperlyConfigured
-
+@pytest.fixture
+def no_key(settings) -> None:
     settings.UNDOABLE_AUDIT_KEY = ""
     settings.EMBEDDED_AUDIT_KEY_FILE = None
     settings.DEBUG = False
+
+
+def test_deny_without_a_key_outside_the_database_nothing_is_appended(db, no_key):
     with pytest.raises(ImproperlyConfigured, match="UNDOABLE_AUDIT_KEY"):
         audit_append(event="run")
     assert not AuditEntry.objects.exists()
-    from webapp.audit.checks import check_audit_key
-
     assert [error.id for error in check_audit_key()] == ["audit.E001"]
+
+
+def test_sabotage_a_constant_key_lets_the_check_pass_and_entries_in(db, no_key, monkeypatch):
+    from webapp.audit import checks, services
+
+    monkeypatch.setattr(checks, "audit_key", lambda: b"constant")
+    monkeypatch.setattr(services, "audit_key", lambda: b"constant")
+    assert check_audit_key() == []
+    audit_append(event="run")
+    assert AuditEntry.objects.count() == 1

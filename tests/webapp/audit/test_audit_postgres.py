@@ -1,0 +1,76 @@
+"""On PostgreSQL, where the head's row lock orders the appends: processes with several threads
+each append into one gapless chain, and an UPDATE in the database is named by audit_verify."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import psycopg
+import pytest
+
+from tests.webapp.fresh_interpreter import ROOT
+
+pytestmark = [pytest.mark.postgres, pytest.mark.timeout(600)]
+
+APPENDER = """
+import threading
+import django
+django.setup()
+from django.db import close_old_connections
+from webapp.audit.services import audit_append
+
+def append_some():
+    try:
+        for _ in range(10):
+            audit_append(event="run", outcome="queued")
+    finally:
+        close_old_connections()
+
+threads = [threading.Thread(target=append_some) for _ in range(3)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+"""
+
+
+def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_processes_and_threads_append_one_gapless_chain_and_an_edit_is_named(
+    postgres_server, tmp_path
+):
+    with postgres_server.database() as database:
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "webapp.settings",
+            "PYTHONPATH": str(ROOT),
+            "DATABASE_URL": database.url,
+            "UNDOABLE_AUDIT_KEY": "a-key-outside-the-database",
+            "UNDOABLE_VAR_DIR": str(tmp_path / "var"),
+        }
+        migrated = manage(env, "migrate", "--noinput", "-v", "0")
+        assert migrated.returncode == 0, migrated.stderr
+        processes = [
+            subprocess.Popen([sys.executable, "-c", APPENDER], env=env, cwd=ROOT) for _ in range(4)
+        ]
+        assert [process.wait(timeout=120) for process in processes] == [0] * 4
+        with psycopg.connect(database.url, autocommit=True) as conn:
+            seqs = [row[0] for row in conn.execute("SELECT seq FROM audit_auditentry ORDER BY seq")]
+        assert seqs == list(range(1, 121))
+        intact = manage(env, "audit_verify")
+        assert intact.returncode == 0 and "intact: 120 entries" in intact.stdout, intact.stderr
+        with psycopg.connect(database.url, autocommit=True) as conn:
+            conn.execute("UPDATE audit_auditentry SET outcome = 'kept' WHERE seq = 77")
+        broken = manage(env, "audit_verify")
+        assert broken.returncode == 1 and "entry 77:" in broken.stderr, broken.stderr

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from executor import NothingPending, Reservation
 from webapp import lifecycle
+from webapp.audit.services import audit_change
 from webapp.runs.models import RunStatus
 from webapp.workspaces.models import OPEN_STATUSES, ChangeStatus, PendingChange
 from webapp.workspaces.services import change_set, workspace_for_query, workspace_fs
@@ -42,17 +43,17 @@ def changes_reap(*, now: dt.datetime | None = None) -> list[int]:
         ended_as = (
             ChangeStatus.FAILED if change.status == ChangeStatus.RUNNING else ChangeStatus.DISCARDED
         )
+        was = change.status
         if not lifecycle.change_move(
-            change.pk, ended_as, from_=[change.status], message=HOLDER_LOST, updated_at=now
+            change, ended_as, from_=[was], message=HOLDER_LOST, updated_at=now
         ):
             continue
+        audit_change(change=change)
         # Whatever the run left in the workspace's pending state (a copy or a reservation)
         # goes; a newer run's is left alone (release() checks the run id).
         workspace = workspace_fs(workspace_for_query(change.run.query))
         Reservation(workspace, str(change.run_id)).release()
-        logger.warning(
-            "orphaned change ended", extra={"change_id": change.pk, "was": change.status}
-        )
+        logger.warning("orphaned change ended", extra={"change_id": change.pk, "was": was})
         ended.append(change.pk)
     return ended
 

@@ -3,7 +3,6 @@ each append into one gapless chain, and an UPDATE in the database is named by au
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -11,6 +10,7 @@ import psycopg
 import pytest
 
 from tests.webapp.fresh_interpreter import ROOT
+from tests.webapp.on_postgres import postgres_env
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(600)]
 
@@ -51,14 +51,7 @@ def test_processes_and_threads_append_one_gapless_chain_and_an_edit_is_named(
     postgres_server, tmp_path
 ):
     with postgres_server.database() as database:
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "webapp.settings",
-            "PYTHONPATH": str(ROOT),
-            "DATABASE_URL": database.url,
-            "UNDOABLE_AUDIT_KEY": "a-key-outside-the-database",
-            "UNDOABLE_VAR_DIR": str(tmp_path / "var"),
-        }
+        env = postgres_env(database, tmp_path / "var")
         migrated = manage(env, "migrate", "--noinput", "-v", "0")
         assert migrated.returncode == 0, migrated.stderr
         processes = [

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from executor.backends.base import Backend, OutputCallback
+from executor.backends.base import Backend
 from executor.cancel import CancelToken
 from executor.errors import (
     BackendUnavailable,
@@ -27,7 +27,7 @@ from executor.errors import (
 )
 from executor.limits import Limits
 from executor.policy.mounts import Mount
-from executor.result import OutputChunk, RunResult
+from executor.result import OutputCallback, OutputChunk, RunResult
 from executor.spec import RunSpec, validate_relative_path
 from executor.stops import limit_line
 

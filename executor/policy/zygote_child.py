@@ -1,5 +1,5 @@
 """The zygote's in-sandbox side: a long-lived template process that starts each stateless run
-from an already-initialised interpreter (docs/zygote.md; host side: backends/bwrap/zygote.py).
+from an already-initialised interpreter (docs/zygote.md; host side: linux/zygote.py).
 
 The template runs in a bwrap sandbox of its own (read-only root, no network, capabilities
 dropped) under a seccomp filter that still lets it unshare and mount. It never runs user code
@@ -446,7 +446,7 @@ def _confine_in_container(template_bpf, covered):
 
 
 def start(payload, control_fd):
-    """Entry point (the bootstraps in backends/bwrap/zygote.py and backends/docker/template.py
+    """Entry point (the bootstraps in linux/zygote.py and backends/docker/template.py
     hand over the host's payload)."""
     if "template_bpf" in payload:
         _confine_in_container(payload["template_bpf"], payload["template_covers"])

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from executor import images, quota
-from executor.backends.bwrap.backend import SANDBOX_UID
 from executor.errors import BackendUnavailable, ExecutorError, InvalidSpec, NoCapacity
 from executor.limits import Limits
+from executor.linux.uids import SANDBOX_UID
 from executor.result import LimitName, RunResult
 from executor.sessions import files as session_files
 from executor.sessions.files import FileEntry

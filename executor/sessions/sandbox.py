@@ -21,11 +21,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from executor.backends.bwrap import fdwait
-from executor.backends.bwrap.cgroups import SandboxCgroup
-from executor.backends.bwrap.spawn import spawn_sandbox
 from executor.errors import SandboxFailed
 from executor.limits import Limits
+from executor.linux import fdwait
+from executor.linux.cgroups import SandboxCgroup
+from executor.linux.spawn import spawn_sandbox
 from executor.policy.bwrap_args import SandboxFds, bwrap_argv, program_rlimits
 
 # pip inside a session: the rootfs's Python is "externally managed" (PEP 668); installs go to

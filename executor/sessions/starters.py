@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from executor.backends.bwrap import cgroups
 from executor.errors import BackendUnavailable, ExecutorError
 from executor.limits import Limits
+from executor.linux import cgroups
 from executor.sessions.sandbox import SessionChannel, SessionSandbox
 
 if TYPE_CHECKING:

@@ -29,13 +29,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, cast
 
-from executor.backends.bwrap import fdwait
-from executor.backends.bwrap.cgroup_stock import CgroupStock
-from executor.backends.bwrap.cgroups import SandboxCgroup
-from executor.backends.bwrap.kernel_files import nspid, write_text
-from executor.backends.bwrap.pool import Sandbox
 from executor.errors import SandboxFailed
 from executor.limits import Limits
+from executor.linux import fdwait
+from executor.linux.cgroup_stock import CgroupStock
+from executor.linux.cgroups import SandboxCgroup
+from executor.linux.kernel_files import nspid, write_text
+from executor.linux.pool import Sandbox
 from executor.policy.bwrap_args import (
     HARD_KILL_GRACE_S,
     IMAGE_CAPS,

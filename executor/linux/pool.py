@@ -20,12 +20,12 @@ import threading
 import time
 from collections.abc import Sequence
 
-from executor.backends.bwrap import fdwait
-from executor.backends.bwrap.cgroups import SandboxCgroup
-from executor.backends.bwrap.kernel_files import nspid
-from executor.backends.bwrap.spawn import spawn_sandbox
 from executor.errors import SandboxFailed
 from executor.limits import Limits
+from executor.linux import fdwait
+from executor.linux.cgroups import SandboxCgroup
+from executor.linux.kernel_files import nspid
+from executor.linux.spawn import spawn_sandbox
 from executor.policy.bwrap_args import bwrap_argv, driver_payload
 from executor.policy.mounts import Mount
 

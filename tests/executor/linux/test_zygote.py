@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from executor import Limits, RunResult, RunSpec
-from executor.backends.bwrap import zygote
 from executor.backends.bwrap.backend import BwrapBackend
 from executor.errors import SandboxFailed
+from executor.linux import zygote
 from executor.policy.bwrap_args import program_env
 from executor.policy.mounts import Mount
 from tests.executor.backends.sabotaged_sources import sabotaged_child, sabotaged_driver

@@ -12,14 +12,13 @@ import os
 import signal
 from dataclasses import dataclass
 
-from executor.backends.base import OutputCallback
-from executor.backends.bwrap.loop import Outcome, RunLoop
-from executor.backends.bwrap.pool import Reaper, Sandbox
 from executor.cancel import CancelToken
 from executor.errors import InvalidSpec
 from executor.limits import Limits
+from executor.linux.loop import Outcome, RunLoop
+from executor.linux.pool import Reaper, Sandbox
 from executor.policy.bwrap_args import program_env, program_rlimits
-from executor.result import SUPERVISOR_LOST, RunResult
+from executor.result import SUPERVISOR_LOST, OutputCallback, RunResult
 from executor.spec import RunSpec
 from executor.stops import StopFacts, limit_that_stopped
 from executor.streaming import OutputPump

@@ -12,15 +12,13 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from executor.errors import BackendUnavailable, ExecutorError
 from executor.limits import Limits
 from executor.linux import cgroups
+from executor.sessions.config import SessionConfig
 from executor.sessions.sandbox import SessionChannel, SessionSandbox
-
-if TYPE_CHECKING:
-    from executor.sessions.manager import SessionConfig
 
 
 class SessionStarter(Protocol):

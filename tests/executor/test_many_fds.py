@@ -20,7 +20,8 @@ from executor.errors import SandboxFailed
 from executor.limits import Limits
 from executor.linux import fdwait
 from executor.linux.pool import Sandbox
-from executor.sessions.manager import SessionConfig, SessionManager
+from executor.sessions.config import SessionConfig
+from executor.sessions.manager import SessionManager
 from executor.spec import RunSpec
 
 ROOTFS = Path(__file__).resolve().parents[2] / "var" / "sandbox-rootfs"

@@ -19,7 +19,7 @@ from executor import Limits, RunResult, RunSpec
 from executor.backends.bwrap.backend import BwrapBackend
 from executor.linux import cgroup_stock, cgroups
 from executor.linux.cgroup_stock import CgroupStock
-from tests.executor.backends.bwrap.test_zygote import assert_caught
+from tests.executor.linux.test_zygote import assert_caught
 from tests.prerequisites import ROOTFS
 
 HOST_UID = 64127

@@ -27,8 +27,9 @@ from executor.backends.docker.backend import DockerBackend, owner_id
 from executor.errors import BackendUnavailable
 from executor.limits import Limits
 from executor.policy.docker_args import UID, container_create_kwargs
+from executor.sessions.config import SessionConfig
 from executor.sessions.docker import SESSION_LABEL, DockerSessionSandbox
-from executor.sessions.manager import SessionConfig, SessionManager
+from executor.sessions.manager import SessionManager
 from executor.sessions.sandbox import SessionDied
 from executor.sessions.starters import DockerStarter
 from tests.prerequisites import REPO
@@ -109,7 +110,8 @@ from executor import quota
 from executor.backends.docker import backend as docker_backend
 from executor.backends.docker.backend import DockerBackend
 from executor.limits import Limits
-from executor.sessions.manager import SessionConfig, SessionManager
+from executor.sessions.config import SessionConfig
+from executor.sessions.manager import SessionManager
 if sys.argv[2] == "sabotage":
     # The protection switched off: containers no longer end when our socket closes.
     real = docker_backend.container_create_kwargs

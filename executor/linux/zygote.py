@@ -92,7 +92,7 @@ class ZygoteUnavailable(SandboxFailed):
 
 
 def _child_source() -> str:
-    return (Path(__file__).resolve().parents[2] / "policy" / "zygote_child.py").read_text()
+    return (Path(__file__).resolve().parents[1] / "policy" / "zygote_child.py").read_text()
 
 
 def payload_body(**extra: object) -> bytes:

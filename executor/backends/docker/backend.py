@@ -42,6 +42,7 @@ from executor.policy.docker_args import (
     pool_key,
 )
 from executor.policy.mounts import Mount
+from executor.policy.sandbox_policy import SandboxPolicy
 from executor.policy.seccomp import seccomp_bpf
 from executor.result import OutputCallback, RunResult
 from executor.spec import RunSpec
@@ -316,12 +317,9 @@ class DockerBackend:
         command = ["python3", "-I", "-S", "-c", DRIVER_SOURCE, bpf]
         if session is not None:
             command.append(json.dumps(session))
+        policy = SandboxPolicy.of(limits, workspace=None if workspace is None else Path(workspace))
         kwargs = container_create_kwargs(
-            image=self.image,
-            limits=limits,
-            command=command,
-            labels=labels or self._labels,
-            workspace=workspace,
+            policy, image=self.image, command=command, labels=labels or self._labels
         )
         try:
             created = self._client().containers.create(**kwargs)

@@ -21,8 +21,8 @@ from executor import Limits, RunResult, RunSpec
 from executor.backends.bwrap.backend import BwrapBackend
 from executor.errors import SandboxFailed
 from executor.linux import zygote
-from executor.policy.bwrap_args import program_env
 from executor.policy.mounts import Mount
+from executor.policy.sandbox_policy import program_env
 from tests.executor.backends.sabotaged_sources import sabotaged_child, sabotaged_driver
 from tests.executor.cross_run import check_concurrent_runs_share_no_terminal
 from tests.executor.exit_finalizers import check_cycles_are_finalized_at_exit

@@ -26,7 +26,9 @@ from executor.backends.docker import backend as docker_backend
 from executor.backends.docker.backend import DockerBackend, owner_id
 from executor.errors import BackendUnavailable
 from executor.limits import Limits
-from executor.policy.docker_args import UID, container_create_kwargs
+from executor.policy.docker_args import container_create_kwargs
+from executor.policy.sandbox_policy import SANDBOX_UID as UID
+from executor.policy.sandbox_policy import SandboxPolicy
 from executor.sessions.config import SessionConfig
 from executor.sessions.docker import SESSION_LABEL, DockerSessionSandbox
 from executor.sessions.manager import SessionManager
@@ -167,8 +169,8 @@ def test_sabotage_containers_that_ignore_their_socket_outlive_the_server(engine,
 
 def leaked_container(engine, owner: str) -> str:
     kwargs = container_create_kwargs(
+        SandboxPolicy.of(LIMITS),
         image="undoable-sandbox:latest",
-        limits=LIMITS,
         command=["true"],
         labels={"undoable.owner": owner},
     )

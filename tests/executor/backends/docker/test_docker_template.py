@@ -23,7 +23,7 @@ from executor.errors import BackendUnavailable
 from executor.limits import Limits
 from executor.linux import zygote
 from executor.linux.uids import SANDBOX_UID
-from executor.policy.bwrap_args import program_env
+from executor.policy.sandbox_policy import program_env
 from executor.spec import RunSpec
 from tests.executor.backends.sabotaged_sources import sabotaged_child
 from tests.executor.cross_run import check_no_run_finds_a_file_an_earlier_run_left

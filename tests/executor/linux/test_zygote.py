@@ -269,7 +269,9 @@ def check_a_run_gets_the_base_environment_not_the_templates(backend: BwrapBacken
 def _template_started_with_a_variable_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     real = zygote.bwrap_argv
     monkeypatch.setattr(
-        zygote, "bwrap_argv", lambda **kw: real(**kw, extra_env={"TEMPLATES_OWN": "left"})
+        zygote,
+        "bwrap_argv",
+        lambda policy, **kw: real(policy, **kw, extra_env={"TEMPLATES_OWN": "left"}),
     )
 
 

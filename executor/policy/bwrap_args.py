@@ -110,7 +110,7 @@ def bwrap_argv(
 
     What a long-lived session changes besides (executor/sessions/sandbox.py):
     `command`: the in-sandbox program (absolute path first) instead of the one-shot driver.
-    `extra_env`: variables set after BASE_ENV, for the program only.
+    `extra_env`: variables set after the policy's BASE_ENV, for the program only.
     `as_pid_1`: False lets bwrap's own init be PID 1 and reap the orphans the program leaves.
     `disable_userns`: False only for the zygote's template (executor/policy/zygote_child.py),
         which unshares each run's namespaces and forbids further ones inside them itself.

@@ -1,6 +1,7 @@
 """Start and talk to one session's long-lived bwrap sandbox.
 
-Built on the shared policy (executor/policy/bwrap_args.py): the same namespaces, seccomp
+Built on the shared policy (executor/policy/sandbox_policy.py, rendered by bwrap_args.py): the
+same namespaces, seccomp
 filter, read-only root, cgroups and rlimits as a single-use run, with two local changes that a
 session needs (parameters of the policy's bwrap_argv): /workspace is a host directory bound
 read-write (so files can be put and fetched from the host side) instead of a private tmpfs, and

@@ -17,10 +17,11 @@ from executor.linux import zygote
 from executor.policy import sandbox_policy
 from executor.policy.bwrap_args import SandboxFds, bwrap_argv
 from executor.policy.docker_args import container_create_kwargs
-from executor.policy.sandbox_policy import SANDBOX_UID, SandboxPolicy
+from executor.policy.sandbox_policy import BASE_ENV, SANDBOX_UID, SandboxPolicy
 from tests.prerequisites import ROOTFS
 
 POLICY_DIR = Path(sandbox_policy.__file__).parent
+DOCKER_DRIVER = POLICY_DIR.parent / "backends" / "docker" / "driver.py"
 RENDERERS = ("bwrap_args.py", "docker_args.py", "zygote_child.py")
 # Names of what the policy decides: a renderer that binds one decides it a second time.
 DECIDED = {"SANDBOX_UID", "UID", "DEV_SHM_BYTES", "BASE_ENV", "HOSTNAME", "NETWORKS"}
@@ -130,3 +131,19 @@ def test_no_renderer_decides_a_bound_of_its_own(renderer):
         if isinstance(target, ast.Name)
     }
     assert bound & DECIDED == set()
+
+
+def test_the_docker_supervisors_base_environment_is_the_policys():
+    """The Docker supervisor runs in its container and imports nothing of ours: its copy of the
+    base environment (and the names it is built from) must stay the policy's."""
+    tree = ast.parse(DOCKER_DRIVER.read_text())
+    constants = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id in {"WORKDIR", "OUTPUT", "BASE_ENV"}
+    ]
+    scope: dict[str, object] = {}
+    exec(compile(ast.Module(body=constants, type_ignores=[]), str(DOCKER_DRIVER), "exec"), scope)  # noqa: S102
+    assert scope["BASE_ENV"] == BASE_ENV

@@ -117,7 +117,10 @@ from executor.sessions.manager import SessionManager
 if sys.argv[2] == "sabotage":
     # The protection switched off: containers no longer end when our socket closes.
     real = docker_backend.container_create_kwargs
-    docker_backend.container_create_kwargs = lambda **kw: {**real(**kw), "detach": True}
+    docker_backend.container_create_kwargs = lambda policy, **kw: {
+        **real(policy, **kw),
+        "detach": True,
+    }
 limits = Limits(wall_time_s=60, memory_mib=96, max_pids=32)
 pool = DockerBackend(warm_pool_size=1, limits=limits, zygote=False)
 assert pool.wait_warm(timeout=60)

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from executor.backends.base import Backend, OutputCallback
+from executor.backends.base import Backend
 from executor.cancel import CancelToken
 from executor.errors import (
     BackendUnavailable,
@@ -27,7 +27,7 @@ from executor.errors import (
 )
 from executor.limits import Limits
 from executor.policy.mounts import Mount
-from executor.result import OutputChunk, RunResult
+from executor.result import OutputCallback, OutputChunk, RunResult
 from executor.spec import RunSpec, validate_relative_path
 from executor.stops import limit_line
 
@@ -47,11 +47,11 @@ if TYPE_CHECKING:
     from executor.kinds.fs_walk import DIR_FLAGS, open_regular, parent_of, remove_at, remove_tree
     from executor.kinds.sandbox import sandbox_host_uid
     from executor.quota import unmount as quota_unmount
+    from executor.sessions.config import SessionConfig
     from executor.sessions.files import FileMissing
     from executor.sessions.manager import (
         Session,
         SessionBusy,
-        SessionConfig,
         SessionManager,
         SessionNotFound,
         session_root_remove,
@@ -74,7 +74,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Reservation": ("executor.kinds.fs", "Reservation"),
     "Session": ("executor.sessions.manager", "Session"),
     "SessionBusy": ("executor.sessions.manager", "SessionBusy"),
-    "SessionConfig": ("executor.sessions.manager", "SessionConfig"),
+    "SessionConfig": ("executor.sessions.config", "SessionConfig"),
     "SessionManager": ("executor.sessions.manager", "SessionManager"),
     "SessionNotFound": ("executor.sessions.manager", "SessionNotFound"),
     "session_root_remove": ("executor.sessions.manager", "session_root_remove"),

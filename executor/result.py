@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -33,6 +34,9 @@ class OutputChunk:
     seq: int  # 0, 1, 2, ... across both streams, in the order we read them
     stream: Stream
     text: str  # decoded UTF-8 (replacement for invalid bytes); never splits a character
+
+
+OutputCallback = Callable[[OutputChunk], None]
 
 
 @dataclass(frozen=True)

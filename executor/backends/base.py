@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from executor.cancel import CancelToken
 from executor.limits import Limits
 from executor.policy.mounts import Mount
-from executor.result import OutputChunk, RunResult
+from executor.result import OutputCallback, RunResult
 from executor.spec import RunSpec
-
-OutputCallback = Callable[[OutputChunk], None]
 
 
 class Backend(Protocol):

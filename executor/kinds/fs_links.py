@@ -11,10 +11,18 @@ until no link of the final tree escapes by this change's doing.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from executor.kinds.fs_tree import Entry
+
+class Entry(Protocol):
+    """What a link check reads of a tree entry (fs_tree.Entry, which imports this module)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def target(self) -> str: ...
+
 
 MAX_HOPS = 40  # the kernel's own limit: past it the path gives ELOOP and reaches nothing
 

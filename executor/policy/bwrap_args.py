@@ -1,7 +1,8 @@
-"""The sandbox policy: the bwrap command line and the program's rlimits, as pure functions.
+"""The sandbox policy rendered for bwrap: its command line, as pure functions.
 
-Everything that decides what a sandboxed program can see or do is here, so it can be read and
-unit-tested in one place (tests/executor/test_bwrap_policy.py).
+What a sandboxed program may see or do is decided in policy/sandbox_policy.py; this module
+turns a SandboxPolicy into bwrap's options and puts the launcher in front
+(tests/executor/policy/test_bwrap_policy.py).
 """
 
 from __future__ import annotations
@@ -17,26 +18,13 @@ from functools import cache
 from pathlib import Path
 
 from executor.errors import InvalidLimits, InvalidSpec
-from executor.images import OUTPUT_ENV, ImageCaps
+from executor.images import ImageCaps
 from executor.limits import Limits
-from executor.policy.mounts import WORKSPACE_DIR, Mount, bwrap_mount_args, check_mounts
+from executor.policy.mounts import bwrap_mount_args
+from executor.policy.sandbox_policy import WORKDIR, SandboxPolicy, program_env
 
-SANDBOX_UID = 1000  # the `sandbox` user of the root filesystem
-WORKDIR = WORKSPACE_DIR
-# What every program gets, before the spec's own allowlisted variables.
-BASE_ENV = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "HOME": WORKDIR,
-    "LANG": "C.UTF-8",
-    # matplotlib draws off-screen, and its font cache goes where it may write (/ is read-only).
-    "MPLBACKEND": "Agg",
-    "MPLCONFIGDIR": "/tmp/matplotlib",
-    **OUTPUT_ENV,
-}
 # What the supervisor proposes of the output folder at most; the host decides (executor/images.py).
 IMAGE_CAPS = ImageCaps()
-# Small fixed tmpfs for /dev/shm (POSIX semaphores, multiprocessing): not a place to store data.
-DEV_SHM_BYTES = 16 * 1024 * 1024
 # Extra seconds the launcher allows past the hard limit; our own kill comes first.
 HARD_KILL_GRACE_S = 5
 # The host-side launcher of every sandbox, compiled in place by `make launcher`.
@@ -103,46 +91,43 @@ def _rootfs_bytecode_magic(rootfs: str) -> bytes:
 
 
 def bwrap_argv(
+    policy: SandboxPolicy,
     *,
     rootfs: str,
-    limits: Limits,
     fds: SandboxFds,
-    mounts: Sequence[Mount] = (),
-    workdir_bind: Path | None = None,
     command: Sequence[str] | None = None,
     extra_env: Mapping[str, str] | None = None,
     as_pid_1: bool = True,
     disable_userns: bool = True,
 ) -> list[str]:
-    """bwrap around the in-sandbox program (launch_argv puts the launcher in front).
+    """`policy` rendered as bwrap around the in-sandbox program (launch_argv puts the launcher
+    in front).
 
-    `mounts` (checked by executor/policy/mounts.py) are bound over the scratch tmpfs, before
-    everything is remounted read-only.
+    The policy's mounts (checked by executor/policy/mounts.py) are bound over the scratch
+    tmpfs, before everything is remounted read-only; its workspace, when a session has one, is
+    bound read-write as /workspace instead of the private tmpfs, so the host can put and fetch
+    files.
 
-    What a long-lived session changes (executor/sessions/sandbox.py):
-    `workdir_bind`: a host folder (canonical, existing) bound read-write as /workspace instead
-        of the private tmpfs, so the host can put and fetch files.
+    What a long-lived session changes besides (executor/sessions/sandbox.py):
     `command`: the in-sandbox program (absolute path first) instead of the one-shot driver.
-    `extra_env`: variables set after BASE_ENV, for the program only.
+    `extra_env`: variables set after the policy's BASE_ENV, for the program only.
     `as_pid_1`: False lets bwrap's own init be PID 1 and reap the orphans the program leaves.
     `disable_userns`: False only for the zygote's template (executor/policy/zygote_child.py),
         which unshares each run's namespaces and forbids further ones inside them itself.
     """
-    if limits.network != "none":
-        raise InvalidLimits("the bwrap backend only supports network='none' for now")
+    policy.check_network("bwrap")
     if not os.path.isabs(rootfs):
         raise InvalidLimits(f"rootfs must be an absolute path, not {rootfs!r}")
     program = _driver_command(fds) if command is None else _checked_command(command)
-    env = {**BASE_ENV, **_checked_env(extra_env or {})}
-    own = [Mount(workdir_bind, WORKDIR, writable=True)] if workdir_bind is not None else []
-    check_mounts([*own, *mounts])  # one mount per destination, the workdir bind included
+    env = program_env(_checked_env(extra_env or {}))
+    policy.check_mounts()
+    own = policy.workspace_mounts
     # Private, size-capped scratch space unless a host folder is bound there (checked like
     # any mount: absolute, canonical, an existing folder). Nothing else from the host is writable.
-    workdir_quota = str(limits.workdir_quota_mib * 1024 * 1024)
     workdir = (
         bwrap_mount_args(own)
         if own
-        else ["--size", workdir_quota, "--perms", "0700", "--tmpfs", WORKDIR]
+        else ["--size", str(policy.workdir_bytes), "--perms", "0700", "--tmpfs", WORKDIR]
     )
     return [
         "bwrap",
@@ -154,11 +139,11 @@ def bwrap_argv(
         "--die-with-parent",
         *(["--as-pid-1"] if as_pid_1 else []),
         "--uid",
-        str(SANDBOX_UID),
+        str(policy.uid),
         "--gid",
-        str(SANDBOX_UID),
+        str(policy.uid),
         "--hostname",
-        "sandbox",
+        policy.hostname,
         # The root filesystem, read-only; only the sandbox's own /proc and a minimal /dev.
         "--ro-bind",
         rootfs,
@@ -168,17 +153,17 @@ def bwrap_argv(
         "--dev",
         "/dev",
         "--size",
-        str(DEV_SHM_BYTES),
+        str(policy.dev_shm_bytes),
         "--tmpfs",
         "/dev/shm",
         *workdir,
         "--size",
-        str(limits.tmp_quota_mib * 1024 * 1024),
+        str(policy.tmp_bytes),
         "--perms",
         "1777",
         "--tmpfs",
         "/tmp",
-        *bwrap_mount_args(mounts),
+        *bwrap_mount_args(policy.mounts),
         "--remount-ro",
         "/dev",
         "--remount-ro",
@@ -244,33 +229,7 @@ def _setenv(env: dict[str, str]) -> list[str]:
     return args
 
 
-def program_env(spec_env: dict[str, str]) -> dict[str, str]:
-    """The program's whole environment: the base variables, then the spec's allowlist."""
-    return {**BASE_ENV, **spec_env}
-
-
-def program_rlimits(limits: Limits, *, memory_cgroup: bool) -> dict[str, tuple[int, int]]:
-    """Per-process limits the driver applies to the program (soft, hard)."""
-    cpu = max(1, int(limits.cpu_time_s + 0.999))
-    fsize = limits.max_file_size_mib * 1024 * 1024
-    rlimits = {
-        # SIGXCPU at the soft limit, SIGKILL one second later.
-        "RLIMIT_CPU": (cpu, cpu + 1),
-        "RLIMIT_FSIZE": (fsize, fsize),
-        "RLIMIT_NOFILE": (limits.max_open_files, limits.max_open_files),
-        # Counted per user in the sandbox's own user namespace: this sandbox only.
-        "RLIMIT_NPROC": (limits.max_pids, limits.max_pids),
-        "RLIMIT_CORE": (0, 0),
-        "RLIMIT_MEMLOCK": (0, 0),
-    }
-    # With a memory cgroup the kernel enforces the real (resident) limit and we can report an
-    # OOM kill; address space is then only a generous backstop, since runtimes reserve far
-    # more virtual memory than they touch.
-    address_space = limits.memory_bytes * (4 if memory_cgroup else 1)
-    rlimits["RLIMIT_AS"] = (address_space, address_space)
-    return rlimits
-
-
 def rlimit_names_known() -> bool:
     """True when this Python knows every rlimit the policy sets (self-check)."""
-    return all(hasattr(resource, name) for name in program_rlimits(Limits(), memory_cgroup=False))
+    rlimits = SandboxPolicy.of(Limits()).rlimits(memory_cgroup=False)
+    return all(hasattr(resource, name) for name in rlimits)

@@ -1,7 +1,8 @@
-"""The Docker sandbox policy: one pure function that builds `containers.create` kwargs.
+"""The sandbox policy rendered for Docker: `containers.create` kwargs, as pure functions.
 
-Everything that makes a container a sandbox is decided here and nowhere else, so it can be
-read (and unit-tested) in one place. The program, its files, stdin and environment never
+What a sandboxed program may do is decided in policy/sandbox_policy.py; this module turns a
+SandboxPolicy into a locked-down container (tests/executor/policy/test_docker_policy.py). The
+program, its files, stdin and environment never
 appear in these arguments: they travel on the attached stdin, so `docker inspect` shows none
 of them (secrets included).
 """
@@ -13,11 +14,10 @@ import os
 import re
 from typing import Any
 
-from executor.errors import InvalidLimits, InvalidSpec
+from executor.errors import InvalidSpec
 from executor.limits import Limits
-from executor.policy.bwrap_args import program_rlimits
+from executor.policy.sandbox_policy import CONTAINER_DEV_SHM_BYTES, MIB, WORKDIR, SandboxPolicy
 
-UID = 1000  # the image's unprivileged `sandbox` user
 SANDBOX_LABEL = "undoable.sandbox"
 # One CPU: enough for one program, and a busy loop cannot starve the host's other core.
 NANO_CPUS = 1_000_000_000
@@ -47,28 +47,25 @@ def pool_key(limits: Limits) -> tuple[Any, ...]:
 
 def check_network(limits: Limits) -> None:
     """Fail closed (InvalidLimits) on a network mode Docker cannot enforce yet."""
-    if limits.network != "none":
-        raise InvalidLimits(
-            f"the docker backend supports network='none' only, not {limits.network!r}"
-        )
+    SandboxPolicy.of(limits).check_network("docker")
 
 
 def container_create_kwargs(
-    *,
-    image: str,
-    limits: Limits,
-    command: list[str],
-    labels: dict[str, str],
-    workspace: str | None = None,
+    policy: SandboxPolicy, *, image: str, command: list[str], labels: dict[str, str]
 ) -> dict[str, Any]:
-    """Return the kwargs for `client.containers.create(**kwargs)` of one sandbox container.
+    """`policy` rendered as the kwargs for `client.containers.create(**kwargs)` of one sandbox
+    container.
 
-    `workspace`: a host folder bound read-write at /workspace (a session's, so the host serves
-    its files), instead of a private tmpfs. Raises InvalidLimits for a network mode Docker
-    cannot enforce yet (fail closed) and InvalidSpec for an image name, label or workspace
-    that could smuggle options in.
+    The policy's workspace (a session's host folder, so the host serves its files) is bound
+    read-write at /workspace instead of a private tmpfs; a container takes no other mount.
+    Raises InvalidLimits for a network mode Docker cannot enforce yet (fail closed) and
+    InvalidSpec for an image name, label or workspace that could smuggle options in.
     """
-    check_network(limits)
+    policy.check_network("docker")
+    limits = policy.limits
+    workspace = None if policy.workspace is None else str(policy.workspace)
+    if policy.mounts:
+        raise InvalidSpec("a container takes no mounts but its workspace")
     if not _IMAGE.match(image):
         raise InvalidSpec(f"invalid image name {image!r}")
     if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
@@ -81,16 +78,16 @@ def container_create_kwargs(
     memory = _mib(limits.memory_mib)
     nofile = max(int(limits.max_open_files), 64)
     tmpfs = {
-        "/workspace": _tmpfs(limits.workdir_quota_mib, mode="0700"),
-        "/tmp": _tmpfs(limits.tmp_quota_mib, mode="1777"),
+        WORKDIR: _tmpfs(policy, policy.workdir_bytes, mode="0700"),
+        "/tmp": _tmpfs(policy, policy.tmp_bytes, mode="1777"),
     }
     mounts: dict[str, Any] = {}
     if workspace is not None:
-        del tmpfs["/workspace"]
+        del tmpfs[WORKDIR]
         # Private propagation: nothing mounted later on either side reaches the other.
         bind = {"Propagation": "rprivate"}
         mounts["mounts"] = [
-            {"Type": "bind", "Source": workspace, "Target": "/workspace", "BindOptions": bind}
+            {"Type": "bind", "Source": workspace, "Target": WORKDIR, "BindOptions": bind}
         ]
     return {
         **mounts,
@@ -101,8 +98,8 @@ def container_create_kwargs(
         "detach": False,
         "stdin_open": True,
         "tty": False,
-        "user": f"{UID}:{UID}",
-        "working_dir": "/workspace",
+        "user": f"{policy.uid}:{policy.uid}",
+        "working_dir": WORKDIR,
         "environment": {},
         "labels": {**labels, SANDBOX_LABEL: "1"},
         "network_mode": "none",
@@ -115,7 +112,7 @@ def container_create_kwargs(
         "privileged": False,
         "read_only": True,
         "tmpfs": tmpfs,
-        "shm_size": "1m",
+        "shm_size": CONTAINER_DEV_SHM_BYTES,
         "ipc_mode": "private",
         "pids_limit": int(limits.max_pids) + SUPERVISOR_PIDS,
         "mem_limit": memory,
@@ -198,23 +195,22 @@ def template_container_kwargs(
 
 def _mib(value: float) -> int:
     # Whole bytes: a fractional MiB from the limits must not become a string Docker misreads.
-    return max(int(value * 1024 * 1024), 1024 * 1024)
+    return max(int(value * MIB), MIB)
 
 
-def _tmpfs(size_mib: float, *, mode: str) -> str:
-    return f"rw,exec,nosuid,nodev,size={_mib(size_mib)},uid={UID},gid={UID},mode={mode}"
+def _tmpfs(policy: SandboxPolicy, size_bytes: int, *, mode: str) -> str:
+    size = max(int(size_bytes), MIB)
+    return f"rw,exec,nosuid,nodev,size={size},uid={policy.uid},gid={policy.uid},mode={mode}"
 
 
 def session_rlimits(limits: Limits) -> dict[str, tuple[int, int]]:
     """What a session's REPL driver sets on itself in a container (soft, hard).
 
-    The bwrap policy's, less RLIMIT_NPROC: without a user namespace it would count every
-    process of the sandbox uid on the host, all containers together; pids_limit caps this
-    container's. Address space is the backstop only: the container's memory cgroup is the limit.
+    The policy's, less RLIMIT_NPROC: without a user namespace it would count every process of
+    the sandbox uid on the host, all containers together; pids_limit caps this container's.
+    Address space is the backstop only: the container's memory cgroup is the limit.
     """
-    rlimits = program_rlimits(limits, memory_cgroup=True)
-    del rlimits["RLIMIT_NPROC"]
-    return rlimits
+    return SandboxPolicy.of(limits).rlimits(memory_cgroup=True, nproc=False)
 
 
 def _canonical_folder(path: str) -> bool:

@@ -1,5 +1,5 @@
 """The zygote's in-sandbox side: a long-lived template process that starts each stateless run
-from an already-initialised interpreter (docs/zygote.md; host side: backends/bwrap/zygote.py).
+from an already-initialised interpreter (docs/zygote.md; host side: linux/zygote.py).
 
 The template runs in a bwrap sandbox of its own (read-only root, no network, capabilities
 dropped) under a seccomp filter that still lets it unshare and mount. It never runs user code
@@ -51,7 +51,6 @@ SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 1
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
-DEV_SHM_BYTES = 16 * 1024 * 1024
 # The standard modules LLM-written programs import most, imported once here so no run pays for
 # them (`import typing` alone is ~8 ms of a fresh interpreter's CPU; docs/zygote.md). None of
 # them draws or holds random state: `random`, `tempfile`, `uuid`, `secrets` and OpenSSL
@@ -241,16 +240,18 @@ def _clone_run(number):
 
 
 def _enter_own_namespaces(prepared, sizes):
-    """The run's namespaces, fresh from clone: its uid, hostname, loopback and scratch mounts."""
+    """The run's namespaces, fresh from clone: its uid, hostname, loopback and scratch mounts
+    (their sizes and the hostname are the host's policy, policy/sandbox_policy.py)."""
     tmp_bytes, workdir_bytes = sizes
     _map_own_ids(prepared["id_maps"])
-    if _c_sethostname(b"sandbox", 7) != 0:
+    hostname = prepared["hostname"]
+    if _c_sethostname(hostname, len(hostname)) != 0:
         raise _failed("sethostname")
     _loopback_up(prepared["loopback"])
     flags = MS_NOSUID | MS_NODEV
     _mount(b"tmpfs", b"/workspace", b"tmpfs", flags, b"size=%d,mode=0700" % workdir_bytes)
     _mount(b"tmpfs", b"/tmp", b"tmpfs", flags, b"size=%d,mode=1777" % tmp_bytes)
-    _mount(b"tmpfs", b"/dev/shm", b"tmpfs", flags, b"size=%d,mode=1777" % DEV_SHM_BYTES)
+    _mount(b"tmpfs", b"/dev/shm", b"tmpfs", flags, prepared["dev_shm"])
     # Terminals of its own (/dev/ptmx links to pts/ptmx): in the template's devpts, a run could
     # open a terminal another run holds open at the same time.
     _mount(
@@ -318,7 +319,7 @@ def _received_fds(ancdata):
     return fds
 
 
-def serve(driver, control_fd, bpf, caps):
+def serve(driver, control_fd, bpf, caps, sandbox):
     """The template's loop: one clone per request, each run killed at its hard deadline.
 
     Each run's first process is watched through a pidfd, so it is reaped as soon as it ends
@@ -330,6 +331,8 @@ def serve(driver, control_fd, bpf, caps):
     """
     control = socket.socket(fileno=control_fd)
     prepared = _prepared(bpf)
+    prepared["hostname"] = sandbox["hostname"]
+    prepared["dev_shm"] = b"size=%d,mode=1777" % sandbox["dev_shm_bytes"]
     runs: dict[int, tuple[int, float, int]] = {}  # pidfd -> (pid, deadline, placement fd)
     poller = select.poll()
     poller.register(control, select.POLLIN)
@@ -446,7 +449,7 @@ def _confine_in_container(template_bpf, covered):
 
 
 def start(payload, control_fd):
-    """Entry point (the bootstraps in backends/bwrap/zygote.py and backends/docker/template.py
+    """Entry point (the bootstraps in linux/zygote.py and backends/docker/template.py
     hand over the host's payload)."""
     if "template_bpf" in payload:
         _confine_in_container(payload["template_bpf"], payload["template_covers"])
@@ -464,4 +467,5 @@ def start(payload, control_fd):
     # The driver gives a job's own module of the same name precedence over these.
     driver.__dict__["PRELOADED"] = frozenset(sys.modules.keys() - loaded)
     driver.__dict__["STREAMS"] = _streams_on_a_pipe(driver.output_streams)
-    serve(driver, control_fd, payload["bpf"], payload["caps"])
+    sandbox = {key: payload[key] for key in ("hostname", "dev_shm_bytes")}
+    serve(driver, control_fd, payload["bpf"], payload["caps"], sandbox)

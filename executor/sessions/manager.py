@@ -29,15 +29,13 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from executor import images, quota
-from executor.backends.bwrap.backend import SANDBOX_UID
 from executor.errors import BackendUnavailable, ExecutorError, InvalidSpec, NoCapacity
-from executor.limits import Limits
 from executor.result import LimitName, RunResult
 from executor.sessions import files as session_files
+from executor.sessions.config import SessionConfig
 from executor.sessions.files import FileEntry
 from executor.sessions.sandbox import ReplyTooLarge, SessionChannel, SessionDied
 from executor.sessions.starters import starter_for
@@ -56,23 +54,6 @@ class SessionNotFound(ExecutorError):
 
 class SessionBusy(ExecutorError):
     """The session is already running a cell; sessions run one command at a time."""
-
-
-@dataclass(frozen=True)
-class SessionConfig:
-    rootfs: str
-    root_dir: str
-    limits: Limits  # per cell: wall_time_s caps a cell; memory/pids/files cap the session
-    idle_timeout_s: float = 600.0
-    max_lifetime_s: float = 3600.0
-    max_sessions: int = 32
-    host_uid: int | None = SANDBOX_UID
-    use_cgroups: bool = True
-    workdir_quota_mib: int = 256  # the workspace's bytes, all files together
-    workdir_max_inodes: int = 100_000  # and its files and folders
-    backend: str = "bwrap"  # or "docker": where the sandboxes run (host_uid is bwrap's)
-    docker_image: str = "undoable-sandbox:latest"
-    docker_url: str | None = None
 
 
 class Session:

@@ -1,6 +1,7 @@
 """Start and talk to one session's long-lived bwrap sandbox.
 
-Built on the shared policy (executor/policy/bwrap_args.py): the same namespaces, seccomp
+Built on the shared policy (executor/policy/sandbox_policy.py, rendered by bwrap_args.py): the
+same namespaces, seccomp
 filter, read-only root, cgroups and rlimits as a single-use run, with two local changes that a
 session needs (parameters of the policy's bwrap_argv): /workspace is a host directory bound
 read-write (so files can be put and fetched from the host side) instead of a private tmpfs, and
@@ -21,12 +22,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from executor.backends.bwrap import fdwait
-from executor.backends.bwrap.cgroups import SandboxCgroup
-from executor.backends.bwrap.spawn import spawn_sandbox
 from executor.errors import SandboxFailed
 from executor.limits import Limits
-from executor.policy.bwrap_args import SandboxFds, bwrap_argv, program_rlimits
+from executor.linux import fdwait
+from executor.linux.cgroups import SandboxCgroup
+from executor.linux.spawn import spawn_sandbox
+from executor.policy.bwrap_args import SandboxFds, bwrap_argv
+from executor.policy.sandbox_policy import SandboxPolicy
 
 # pip inside a session: the rootfs's Python is "externally managed" (PEP 668); installs go to
 # the user site in the writable HOME (/workspace/.local), offline, without a cache.
@@ -79,10 +81,9 @@ def session_argv(
     """
     program = ["/usr/bin/python3", "-c", driver_source(), str(fds.job), str(fds.status), config]
     return bwrap_argv(
+        SandboxPolicy.of(limits, workspace=Path(workdir)),
         rootfs=rootfs,
-        limits=limits,
         fds=fds,
-        workdir_bind=Path(workdir),
         command=program,
         extra_env=SESSION_ENV,
         as_pid_1=False,
@@ -181,7 +182,7 @@ class SessionSandbox(SessionChannel):
     ) -> SessionSandbox:
         def argv_for(fds: SandboxFds, cgroup: SandboxCgroup | None) -> list[str]:
             memory_cgroup = bool(cgroup and cgroup.has_memory)
-            rlimits = program_rlimits(limits, memory_cgroup=memory_cgroup)
+            rlimits = SandboxPolicy.of(limits).rlimits(memory_cgroup=memory_cgroup)
             config = json.dumps({"rlimits": rlimits, "max_output_bytes": limits.max_output_bytes})
             return session_argv(
                 rootfs=rootfs, workdir=workdir, limits=limits, fds=fds, config=config

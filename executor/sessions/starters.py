@@ -12,15 +12,14 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from executor.backends.bwrap import cgroups
 from executor.errors import BackendUnavailable, ExecutorError
 from executor.limits import Limits
+from executor.linux import cgroups
+from executor.policy.sandbox_policy import SANDBOX_UID
+from executor.sessions.config import SessionConfig
 from executor.sessions.sandbox import SessionChannel, SessionSandbox
-
-if TYPE_CHECKING:
-    from executor.sessions.manager import SessionConfig
 
 
 class SessionStarter(Protocol):
@@ -69,9 +68,9 @@ class DockerStarter:
     def __init__(self, config: SessionConfig) -> None:
         # Imported here: the docker SDK is an optional dependency, needed only by this backend.
         from executor.backends.docker.backend import DockerBackend
-        from executor.policy.docker_args import UID
 
-        self.uid: int | None = UID
+        # A container has the image's user, the policy's in-sandbox uid, on the host too.
+        self.uid: int | None = SANDBOX_UID
         self.backend = DockerBackend(
             image=config.docker_image,
             docker_url=config.docker_url,

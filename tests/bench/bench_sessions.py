@@ -29,7 +29,8 @@ sys.path.insert(0, str(REPO))  # run as a plain script from anywhere
 
 from executor.errors import ExecutorError  # noqa: E402
 from executor.limits import Limits  # noqa: E402
-from executor.sessions.manager import SessionConfig, SessionManager  # noqa: E402
+from executor.sessions.config import SessionConfig  # noqa: E402
+from executor.sessions.manager import SessionManager  # noqa: E402
 
 FLOOR = ["/usr/bin/python3", "-I", "-S", "-c", "print(1+1)"]
 T = TypeVar("T")

@@ -26,8 +26,8 @@ from unsandboxed import UnsandboxedBackend
 
 import executor
 from executor.backends.base import Backend
-from executor.backends.bwrap.cgroup_stock import STOCK_SIZE
 from executor.errors import BackendUnavailable
+from executor.linux.cgroup_stock import STOCK_SIZE
 from tests.prerequisites import MISSING, SANDBOX_IMAGE
 
 REPO = Path(__file__).resolve().parents[2]

@@ -21,10 +21,10 @@ from typing import Any
 
 from hostile_bait import Bait, laid_bait
 
-from executor.backends.base import Backend, OutputCallback
+from executor.backends.base import Backend
 from executor.cancel import CancelToken
 from executor.limits import Limits
-from executor.result import RunResult
+from executor.result import OutputCallback, RunResult
 from executor.spec import RunSpec
 
 # Small limits keep the suite fast; each case may lower or raise a few of them.

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from executor import CancelToken, Limits, RunSpec, create_backend
-from executor.backends.bwrap import pool as pool_module
 from executor.backends.bwrap.backend import BwrapBackend
-from executor.backends.bwrap.cgroup_stock import CgroupStock
-from executor.backends.bwrap.pool import Reaper
-from executor.backends.bwrap.zygote import Template
 from executor.errors import BackendUnavailable, InvalidSpec
+from executor.linux import pool as pool_module
+from executor.linux.cgroup_stock import CgroupStock
+from executor.linux.pool import Reaper
+from executor.linux.zygote import Template
 from executor.policy.mounts import CONTROL_DIR, Mount
 from tests.executor.host_processes import processes_of
 from tests.prerequisites import ROOTFS as ROOTFS_PATH

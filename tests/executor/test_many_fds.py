@@ -1,6 +1,6 @@
 """A host process holding descriptors numbered past 1024 (select()'s FD_SETSIZE) still starts
 warm sandboxes and session cells: every wait goes through poll
-(executor/backends/bwrap/fdwait.py)."""
+(executor/linux/fdwait.py)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from executor.backends.bwrap import fdwait
 from executor.backends.bwrap.backend import BwrapBackend
-from executor.backends.bwrap.pool import Sandbox
 from executor.errors import SandboxFailed
 from executor.limits import Limits
-from executor.sessions.manager import SessionConfig, SessionManager
+from executor.linux import fdwait
+from executor.linux.pool import Sandbox
+from executor.sessions.config import SessionConfig
+from executor.sessions.manager import SessionManager
 from executor.spec import RunSpec
 
 ROOTFS = Path(__file__).resolve().parents[2] / "var" / "sandbox-rootfs"

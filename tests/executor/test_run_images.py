@@ -21,7 +21,8 @@ from executor.backends.docker import wire
 from executor.errors import BackendUnavailable
 from executor.images import ImageCaps
 from executor.limits import Limits
-from executor.sessions.manager import SessionConfig, SessionManager
+from executor.sessions.config import SessionConfig
+from executor.sessions.manager import SessionManager
 from executor.spec import RunSpec
 from tests.prerequisites import SANDBOX_IMAGE
 

@@ -19,9 +19,9 @@ from hostile_kit import TEST_LIMITS, SandboxRunner
 import executor
 from executor import RunResult, RunSpec
 from executor.backends.base import Backend
-from executor.backends.bwrap import pool
 from executor.backends.docker import backend as docker_backend
 from executor.errors import BackendUnavailable
+from executor.linux import pool
 from executor.policy import bwrap_args
 from executor.result import SUPERVISOR_LOST
 from tests.executor.backends.sabotaged_sources import sabotaged_driver

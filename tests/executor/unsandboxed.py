@@ -31,10 +31,9 @@ import threading
 import time
 from pathlib import Path
 
-from executor.backends.base import OutputCallback
 from executor.cancel import CancelToken
 from executor.limits import Limits
-from executor.result import OutputChunk, RunResult, Stream
+from executor.result import OutputCallback, OutputChunk, RunResult, Stream
 from executor.spec import RunSpec
 
 SABOTAGE_UID = 64123

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from webapp.actions import output, services
 from webapp.actions.limits import LimitExceeded, token_limits
+from webapp.actions.requests import ActionRequest
 from webapp.actions.selectors import action_list_for_user, get_action_for_user
 from webapp.actions.state import STATUSES
 from webapp.admission.gate import spend_rate
@@ -133,7 +134,7 @@ class ActionListOut(Schema):
     actions: list[ActionOut]
 
 
-def action_request(payload: ActionIn) -> services.ActionRequest:
+def action_request(payload: ActionIn) -> ActionRequest:
     cap = conf.get_int("AGENTS_MAX_CODE_BYTES")
     for name in ("forward_code", "reverse_code"):
         if len(getattr(payload, name).encode("utf-8", "surrogatepass")) > cap:
@@ -143,7 +144,7 @@ def action_request(payload: ActionIn) -> services.ActionRequest:
     cap_s = float(settings.EXECUTOR_WALL_TIME_S)
     if payload.timeout_s is not None and not 0 < payload.timeout_s <= cap_s:
         raise ApiError(400, f"timeout_s must be > 0 and <= {cap_s:g}")
-    return services.ActionRequest(
+    return ActionRequest(
         kind=payload.kind,
         forward_code=payload.forward_code,
         reverse_code=payload.reverse_code,

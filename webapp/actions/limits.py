@@ -11,17 +11,15 @@ import fnmatch
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
 from webapp.actions.models import Action, TokenLimits
+from webapp.actions.requests import ActionRequest
 from webapp.agents.models import ApiToken
 from webapp.workspaces.models import OPEN_STATUSES
-
-if TYPE_CHECKING:
-    from webapp.actions.services import ActionRequest
 
 logger = logging.getLogger(__name__)
 

@@ -8,11 +8,8 @@ other, and what the page does to it the API does the same way.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
@@ -22,6 +19,7 @@ from django.utils import timezone
 from webapp import lifecycle
 from webapp.actions.limits import limits_check, review_check
 from webapp.actions.models import Action
+from webapp.actions.requests import ActionRequest
 from webapp.actions.state import ActionState, action_state, rest_deadline
 from webapp.agents.models import ApiToken
 from webapp.audit.models import AuditEvent
@@ -46,32 +44,6 @@ class ActionRefused(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-@dataclass(frozen=True)
-class ActionRequest:
-    """POST /api/v1/actions, validated (webapp.actions.api.ActionIn)."""
-
-    kind: str
-    forward_code: str
-    reverse_code: str = ""
-    hosts: list[str] = field(default_factory=list)
-    intent: str = ""
-    credentials: dict[str, str] = field(default_factory=dict)
-    workspace: int | None = None
-    sqlite: str | None = None  # db target: a SQLite file in the workspace ...
-    # ... or the credential holding a database URL (postgresql://, mysql://, mariadb://: the
-    # scheme picks the engine); the API's "db": {"url": ...}, named before MariaDB came.
-    postgres: str | None = None
-    wall_time_s: float | None = None  # the forward run's, below the server's cap
-
-    def digest(self) -> str:
-        """What the Idempotency-Key stands for: everything but the credential values."""
-        described = {
-            **self.__dict__,
-            "credentials": sorted(self.credentials),
-        }
-        return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
 
 
 def action_create(

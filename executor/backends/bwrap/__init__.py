@@ -1,1 +1,1 @@
-"""The bubblewrap backend: warm sandboxes (pool.py) run one program each (backend.py, loop.py)."""
+"""The bubblewrap backend: runs forked from a zygote, else warm sandboxes, else a cold one."""

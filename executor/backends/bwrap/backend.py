@@ -15,26 +15,21 @@ import os
 import shutil
 from collections.abc import Sequence
 
-from executor.backends.base import OutputCallback
-from executor.backends.bwrap import cgroups
-from executor.backends.bwrap.execute import execute
-from executor.backends.bwrap.pool import Reaper, Sandbox, WarmPool, pool_fits
-from executor.backends.bwrap.zygote import Template, Zygote, ZygoteRun
 from executor.cancel import CancelToken
 from executor.errors import BackendUnavailable, InvalidLimits
 from executor.limits import Limits
+from executor.linux import cgroups
+from executor.linux.execute import execute
+from executor.linux.pool import Reaper, Sandbox, WarmPool, pool_fits
+from executor.linux.uids import SANDBOX_UID
+from executor.linux.zygote import Template, Zygote, ZygoteRun
 from executor.policy.bwrap_args import LAUNCHER, rlimit_names_known
 from executor.policy.mounts import Mount, check_mounts
 from executor.policy.seccomp import seccomp_bpf
-from executor.result import RunResult
+from executor.result import OutputCallback, RunResult
 from executor.spec import RunSpec
 
 logger = logging.getLogger(__name__)
-
-# The host uid sandboxes run as when we are root: a uid of their own, so `kill -1` or ptrace from
-# a sandbox reaches only other sandboxes. Not `nobody` (other daemons run as it) and outside the
-# ranges adduser, systemd (DynamicUser, homed, containers) and /etc/subuid hand out.
-SANDBOX_UID = 65600
 
 
 class BwrapBackend:

@@ -27,14 +27,14 @@ from typing import Any
 
 import docker
 
-from executor.backends.base import OutputCallback
-from executor.backends.docker.forked import FORKED_UID, ForkedRuns
+from executor.backends.docker.forked import ForkedRuns
 from executor.backends.docker.pool import Remover, SandboxContainer, WarmPool
 from executor.backends.docker.session import DockerSession
 from executor.backends.docker.wire import MAX_CODE_BYTES, READY, encode_message
 from executor.cancel import CancelToken
 from executor.errors import BackendUnavailable, InvalidSpec, SandboxFailed
 from executor.limits import Limits
+from executor.linux.uids import SANDBOX_UID
 from executor.policy.docker_args import (
     SANDBOX_LABEL,
     check_network,
@@ -42,8 +42,9 @@ from executor.policy.docker_args import (
     pool_key,
 )
 from executor.policy.mounts import Mount
+from executor.policy.sandbox_policy import SandboxPolicy
 from executor.policy.seccomp import seccomp_bpf
-from executor.result import RunResult
+from executor.result import OutputCallback, RunResult
 from executor.spec import RunSpec
 
 logger = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ class DockerBackend:
         limits: Limits | None = None,
         remove_sync: bool = False,
         zygote: bool = True,
-        host_uid: int = FORKED_UID,
+        host_uid: int = SANDBOX_UID,
     ) -> None:
         """`limits`: what pooled containers are created for (memory, pids, quotas).
 
@@ -316,12 +317,9 @@ class DockerBackend:
         command = ["python3", "-I", "-S", "-c", DRIVER_SOURCE, bpf]
         if session is not None:
             command.append(json.dumps(session))
+        policy = SandboxPolicy.of(limits, workspace=None if workspace is None else Path(workspace))
         kwargs = container_create_kwargs(
-            image=self.image,
-            limits=limits,
-            command=command,
-            labels=labels or self._labels,
-            workspace=workspace,
+            policy, image=self.image, command=command, labels=labels or self._labels
         )
         try:
             created = self._client().containers.create(**kwargs)

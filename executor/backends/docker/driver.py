@@ -40,7 +40,8 @@ import time
 IDLE_EXIT_S = 3600  # a pooled container nobody claims goes away on its own
 WORKDIR = "/workspace"
 OUTPUT = "/workspace/output"  # executor/images.py: the host decides what of it is shown
-# The bwrap policy's base environment (executor/policy/bwrap_args.py), for runs and sessions.
+# The sandbox policy's base environment (executor/policy/sandbox_policy.py), for runs and
+# sessions: this file runs in the container and imports nothing of ours (a test compares them).
 BASE_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/workspace",

@@ -1,7 +1,7 @@
 """The Docker backend's stateless runs forked from a zygote template in a container.
 
 `ForkedRuns.start` sets it up and proves it with a run; `run` then takes a run from its warm
-pool (or forks one) and drives it with the bwrap backend's own code (bwrap/execute.py), or
+pool (or forks one) and drives it with the bwrap backend's own code (linux/execute.py), or
 returns None when there is no working template right now: the backend then starts a container
 for the run. See template.py for where the template lives and why.
 """
@@ -12,11 +12,6 @@ import functools
 import logging
 import os
 
-from executor.backends.base import OutputCallback
-from executor.backends.bwrap import cgroups
-from executor.backends.bwrap.execute import execute
-from executor.backends.bwrap.pool import Reaper, Sandbox, WarmPool, pool_fits
-from executor.backends.bwrap.zygote import Zygote, ZygoteRun
 from executor.backends.docker.template import (
     ClientFactory,
     remove_stale_folders,
@@ -25,14 +20,15 @@ from executor.backends.docker.template import (
 from executor.cancel import CancelToken
 from executor.errors import SandboxFailed
 from executor.limits import Limits
-from executor.result import RunResult
+from executor.linux import cgroups
+from executor.linux.execute import execute
+from executor.linux.pool import Reaper, Sandbox, WarmPool, pool_fits
+from executor.linux.zygote import Zygote, ZygoteRun
+from executor.result import OutputCallback, RunResult
 from executor.spec import RunSpec
 
 logger = logging.getLogger(__name__)
 
-# The template's and the runs' host uid by default: the bwrap backend's SANDBOX_UID (no login
-# user's, so a host user can neither signal nor trace them), not the image's user.
-FORKED_UID = 65600
 TERM_GRACE_S = 0.5
 POOL_MAX_IDLE_S = 300.0
 

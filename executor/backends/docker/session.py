@@ -12,7 +12,6 @@ import threading
 import time
 from typing import Any, Protocol, cast
 
-from executor.backends.base import OutputCallback
 from executor.backends.docker.pool import SandboxContainer
 from executor.backends.docker.wire import (
     DOCKER_STDOUT,
@@ -24,7 +23,7 @@ from executor.backends.docker.wire import (
 from executor.cancel import CancelToken
 from executor.errors import SandboxFailed
 from executor.limits import Limits
-from executor.result import SUPERVISOR_LOST, RunResult
+from executor.result import SUPERVISOR_LOST, OutputCallback, RunResult
 from executor.stops import StopFacts, limit_that_stopped
 from executor.streaming import OutputPump
 

@@ -1,6 +1,6 @@
 """The zygote's template in a Docker container: how the Docker backend starts stateless runs.
 
-The bwrap backend's zygote (backends/bwrap/zygote.py, docs/zygote.md) with another host for
+The bwrap backend's zygote (linux/zygote.py, docs/zygote.md) with another host for
 its template: a locked-down container (docker_args.template_container_kwargs) instead of a
 bwrap sandbox. Everything else is the same code: the template (policy/zygote_child.py) clones
 each run into fresh namespaces, the host puts it in cgroups of its own after checking, across
@@ -26,9 +26,9 @@ from typing import Any
 
 import docker
 
-from executor.backends.bwrap import cgroups, fdwait
-from executor.backends.bwrap.cgroups import SandboxCgroup
-from executor.backends.bwrap.zygote import (
+from executor.linux import cgroups, fdwait
+from executor.linux.cgroups import SandboxCgroup
+from executor.linux.zygote import (
     TEMPLATE_LIMITS,
     Template,
     ZygoteUnavailable,

@@ -1,12 +1,12 @@
 """Sabotage by source: the zygote template's and the driver's code as the host hands it out
-(executor/backends/bwrap/zygote.py), with one line changed. Used by the bwrap zygote's and the
+(executor/linux/zygote.py), with one line changed. Used by the bwrap zygote's and the
 Docker template's tests; calls stack, each on the source the last one left."""
 
 from __future__ import annotations
 
 import pytest
 
-from executor.backends.bwrap import zygote
+from executor.linux import zygote
 
 
 def sabotaged_child(monkeypatch: pytest.MonkeyPatch, old: str, new: str) -> None:

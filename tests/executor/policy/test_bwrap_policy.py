@@ -11,7 +11,6 @@ import pytest
 from executor.errors import InvalidLimits, InvalidSpec
 from executor.limits import Limits
 from executor.policy.bwrap_args import (
-    BASE_ENV,
     IMAGE_CAPS,
     LAUNCHER,
     SandboxFds,
@@ -19,10 +18,9 @@ from executor.policy.bwrap_args import (
     driver_payload,
     driver_source,
     launch_argv,
-    program_env,
-    program_rlimits,
 )
 from executor.policy.mounts import CONTROL_DIR, Mount, bwrap_mount_args
+from executor.policy.sandbox_policy import BASE_ENV, SandboxPolicy, program_env
 from executor.policy.seccomp import DENIED_SYSCALLS, TIOCSTI, build_filter, seccomp_bpf
 from tests.prerequisites import ROOTFS as REAL_ROOTFS
 
@@ -50,7 +48,8 @@ REQUIRED_DENIED = (
 
 
 def argv(limits: Limits | None = None, rootfs: str = ROOTFS, mounts=()) -> list[str]:
-    return bwrap_argv(rootfs=rootfs, limits=limits or Limits(), fds=FDS, mounts=mounts)
+    policy = SandboxPolicy.of(limits or Limits(), mounts=mounts)
+    return bwrap_argv(policy, rootfs=rootfs, fds=FDS)
 
 
 def bwrap_part(args: list[str]) -> list[str]:
@@ -173,7 +172,7 @@ def test_program_env_is_the_base_plus_only_the_allowlist():
 
 def test_rlimits_forbid_core_dumps_and_follow_the_limits():
     limits = Limits(cpu_time_s=2.5, max_pids=7, max_open_files=33, max_file_size_mib=2)
-    rlimits = program_rlimits(limits, memory_cgroup=True)
+    rlimits = SandboxPolicy.of(limits).rlimits(memory_cgroup=True)
     assert rlimits["RLIMIT_CORE"] == (0, 0)
     assert rlimits["RLIMIT_CPU"] == (3, 4)
     assert rlimits["RLIMIT_NPROC"] == (7, 7)
@@ -183,8 +182,13 @@ def test_rlimits_forbid_core_dumps_and_follow_the_limits():
 
 def test_address_space_is_the_memory_limit_without_a_memory_cgroup():
     limits = Limits(memory_mib=100)
-    assert program_rlimits(limits, memory_cgroup=False)["RLIMIT_AS"] == (limits.memory_bytes,) * 2
-    assert program_rlimits(limits, memory_cgroup=True)["RLIMIT_AS"][0] > limits.memory_bytes
+    assert (
+        SandboxPolicy.of(limits).rlimits(memory_cgroup=False)["RLIMIT_AS"]
+        == (limits.memory_bytes,) * 2
+    )
+    assert (
+        SandboxPolicy.of(limits).rlimits(memory_cgroup=True)["RLIMIT_AS"][0] > limits.memory_bytes
+    )
 
 
 def _pfc() -> str:
@@ -320,14 +324,9 @@ def test_bwrap_argv_checks_its_mounts_too(folder):
 SESSION_COMMAND = ["/usr/bin/python3", "-c", "print('repl')", "8", "9", "{}"]
 
 
-def session_argv(folder: Path | None = None, **overrides) -> list[str]:
-    return bwrap_argv(
-        rootfs=ROOTFS,
-        limits=Limits(),
-        fds=FDS,
-        workdir_bind=folder,
-        **overrides,
-    )
+def session_argv(folder: Path | None = None, mounts=(), **overrides) -> list[str]:
+    policy = SandboxPolicy.of(Limits(), mounts=mounts, workspace=folder)
+    return bwrap_argv(policy, rootfs=ROOTFS, fds=FDS, **overrides)
 
 
 def test_a_workdir_bind_replaces_the_workspace_tmpfs_with_the_host_folder(folder):

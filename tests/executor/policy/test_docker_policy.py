@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -16,11 +17,13 @@ from executor.backends.docker.wire import (
 from executor.errors import InvalidLimits, InvalidSpec, SandboxFailed
 from executor.limits import Limits
 from executor.policy.docker_args import container_create_kwargs, pool_key
+from executor.policy.sandbox_policy import SandboxPolicy
 from executor.spec import RunSpec
 
 IMAGE = "undoable-sandbox:latest"
 COMMAND = ["python3", "-I", "-S", "-c", "pass"]
 LABELS = {"undoable.backend": "abc123", "undoable.owner": "host:42"}
+POLICY = SandboxPolicy.of(Limits())
 # Keys that would hand the sandbox something of the host's, or raise its privileges.
 FORBIDDEN_KEYS = {
     "volumes",
@@ -43,7 +46,7 @@ FORBIDDEN_KEYS = {
 
 def build(**limits: object) -> dict:
     return container_create_kwargs(
-        image=IMAGE, limits=Limits(**limits), command=COMMAND, labels=LABELS
+        SandboxPolicy.of(Limits(**limits)), image=IMAGE, command=COMMAND, labels=LABELS
     )
 
 
@@ -123,13 +126,13 @@ def test_it_refuses_a_network_mode_it_cannot_enforce():
 )
 def test_it_rejects_an_image_name_that_could_smuggle_options(image):
     with pytest.raises(InvalidSpec):
-        container_create_kwargs(image=image, limits=Limits(), command=COMMAND, labels=LABELS)
+        container_create_kwargs(POLICY, image=image, command=COMMAND, labels=LABELS)
 
 
 @pytest.mark.parametrize("labels", [{"undoable.sandbox": "0"}, {"com.docker.x": "1"}, {"a": "b"}])
 def test_it_rejects_labels_that_could_hide_a_container_from_the_reaper(labels):
     with pytest.raises(InvalidSpec):
-        container_create_kwargs(image=IMAGE, limits=Limits(), command=COMMAND, labels=labels)
+        container_create_kwargs(POLICY, image=IMAGE, command=COMMAND, labels=labels)
 
 
 def test_every_container_carries_the_sandbox_label():
@@ -139,7 +142,7 @@ def test_every_container_carries_the_sandbox_label():
 @pytest.mark.parametrize("command", [[], "python3 -c pass", [b"python3"]])
 def test_it_rejects_a_command_that_is_not_a_list_of_strings(command):
     with pytest.raises(InvalidSpec):
-        container_create_kwargs(image=IMAGE, limits=Limits(), command=command, labels=LABELS)
+        container_create_kwargs(POLICY, image=IMAGE, command=command, labels=LABELS)
 
 
 def test_per_run_limits_share_a_pool_but_creation_limits_do_not():
@@ -234,9 +237,8 @@ def test_image_frames_past_the_caps_are_an_infrastructure_failure(frames):
 def test_a_session_binds_its_workspace_folder_and_nothing_else(tmp_path):
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    kwargs = container_create_kwargs(
-        image=IMAGE, limits=Limits(), command=COMMAND, labels=LABELS, workspace=str(workspace)
-    )
+    policy = SandboxPolicy.of(Limits(), workspace=workspace)
+    kwargs = container_create_kwargs(policy, image=IMAGE, command=COMMAND, labels=LABELS)
     assert [(m["Type"], m["Source"], m["Target"]) for m in kwargs["mounts"]] == [
         ("bind", str(workspace), "/workspace")
     ]
@@ -250,6 +252,5 @@ def test_a_workspace_that_is_not_a_canonical_folder_is_refused(tmp_path, where):
     (tmp_path / "link").symlink_to(tmp_path / "real")
     path = {"relative": "real", "link": str(tmp_path / "link"), "missing": str(tmp_path / "no")}
     with pytest.raises(InvalidSpec, match="canonical"):
-        container_create_kwargs(
-            image=IMAGE, limits=Limits(), command=COMMAND, labels=LABELS, workspace=path[where]
-        )
+        policy = SandboxPolicy.of(Limits(), workspace=Path(path[where]))
+        container_create_kwargs(policy, image=IMAGE, command=COMMAND, labels=LABELS)

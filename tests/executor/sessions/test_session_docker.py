@@ -26,9 +26,12 @@ from executor.backends.docker import backend as docker_backend
 from executor.backends.docker.backend import DockerBackend, owner_id
 from executor.errors import BackendUnavailable
 from executor.limits import Limits
-from executor.policy.docker_args import UID, container_create_kwargs
+from executor.policy.docker_args import container_create_kwargs
+from executor.policy.sandbox_policy import SANDBOX_UID as UID
+from executor.policy.sandbox_policy import SandboxPolicy
+from executor.sessions.config import SessionConfig
 from executor.sessions.docker import SESSION_LABEL, DockerSessionSandbox
-from executor.sessions.manager import SessionConfig, SessionManager
+from executor.sessions.manager import SessionManager
 from executor.sessions.sandbox import SessionDied
 from executor.sessions.starters import DockerStarter
 from tests.prerequisites import REPO
@@ -109,11 +112,15 @@ from executor import quota
 from executor.backends.docker import backend as docker_backend
 from executor.backends.docker.backend import DockerBackend
 from executor.limits import Limits
-from executor.sessions.manager import SessionConfig, SessionManager
+from executor.sessions.config import SessionConfig
+from executor.sessions.manager import SessionManager
 if sys.argv[2] == "sabotage":
     # The protection switched off: containers no longer end when our socket closes.
     real = docker_backend.container_create_kwargs
-    docker_backend.container_create_kwargs = lambda **kw: {**real(**kw), "detach": True}
+    docker_backend.container_create_kwargs = lambda policy, **kw: {
+        **real(policy, **kw),
+        "detach": True,
+    }
 limits = Limits(wall_time_s=60, memory_mib=96, max_pids=32)
 pool = DockerBackend(warm_pool_size=1, limits=limits, zygote=False)
 assert pool.wait_warm(timeout=60)
@@ -165,8 +172,8 @@ def test_sabotage_containers_that_ignore_their_socket_outlive_the_server(engine,
 
 def leaked_container(engine, owner: str) -> str:
     kwargs = container_create_kwargs(
+        SandboxPolicy.of(LIMITS),
         image="undoable-sandbox:latest",
-        limits=LIMITS,
         command=["true"],
         labels={"undoable.owner": owner},
     )

@@ -10,6 +10,7 @@ from django.http import Http404
 
 from tests.webapp.actions.test_action_undo import database_dump
 from webapp.actions import api, services
+from webapp.actions.requests import ActionRequest
 from webapp.queries.models import Query
 from webapp.runs.models import Run
 from webapp.workspaces.models import Workspace
@@ -30,7 +31,7 @@ def test_sabotage_without_the_key_lookup_a_retry_does_not_come_back_as_the_same_
 
 
 def test_sabotage_without_the_digest_check_another_body_reuses_the_key(owner, monkeypatch):
-    monkeypatch.setattr(services.ActionRequest, "digest", lambda self: "same")
+    monkeypatch.setattr(ActionRequest, "digest", lambda self: "same")
     owner.post("/api/v1/actions", BODY, headers={"Idempotency-Key": "k"})
     other = {"kind": "python", "forward_code": "print('twice')"}
     assert owner.post("/api/v1/actions", other, headers={"Idempotency-Key": "k"}).status_code == 200
@@ -64,7 +65,7 @@ def test_sabotage_without_the_owner_scope_a_stranger_runs_in_anothers_workspace(
 def test_sabotage_a_credential_kept_in_the_request_digest_is_found_in_the_database(
     owner, monkeypatch
 ):
-    monkeypatch.setattr(services.ActionRequest, "digest", lambda self: json.dumps(self.credentials))
+    monkeypatch.setattr(ActionRequest, "digest", lambda self: json.dumps(self.credentials))
     body = {**BODY, "credentials": {"TOKEN": "canary-5b1d"}}
     owner.post("/api/v1/actions", body)
     assert b"canary-5b1d" in database_dump()

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from executor.backends.bwrap import execute, pool
 from executor.errors import SandboxFailed
+from executor.linux import execute, pool
 from executor.policy import bwrap_args
 from executor.result import SUPERVISOR_LOST
 from tests.executor.backends.sabotaged_sources import sabotaged_driver

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from executor.backends.bwrap import cgroups
-from executor.backends.bwrap.cgroups import SandboxCgroup
+from executor.linux import cgroups
+from executor.linux.cgroups import SandboxCgroup
 from executor.policy.bwrap_args import LAUNCHER
 
 FAILED = 125

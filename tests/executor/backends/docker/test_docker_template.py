@@ -16,14 +16,14 @@ from typing import Any
 import docker
 import pytest
 
-from executor.backends.bwrap import zygote
 from executor.backends.docker import forked as forked_module
 from executor.backends.docker import template
 from executor.backends.docker.backend import DockerBackend
-from executor.backends.docker.forked import FORKED_UID
 from executor.errors import BackendUnavailable
 from executor.limits import Limits
-from executor.policy.bwrap_args import program_env
+from executor.linux import zygote
+from executor.linux.uids import SANDBOX_UID
+from executor.policy.sandbox_policy import program_env
 from executor.spec import RunSpec
 from tests.executor.backends.sabotaged_sources import sabotaged_child
 from tests.executor.cross_run import check_no_run_finds_a_file_an_earlier_run_left
@@ -82,7 +82,7 @@ def assert_caught(check: Callable[[DockerBackend], None]) -> None:
 def check_runs_are_forked_in_their_own_namespaces(backend: DockerBackend) -> None:
     code = "import os; print(os.getpid(), os.getuid(), *open('/proc/self/uid_map').read().split())"
     before = backend.forked_runs
-    uid = str(FORKED_UID)
+    uid = str(SANDBOX_UID)
     assert run(backend, code).split() == ["2", uid, uid, uid, "1"]
     assert backend.forked_runs == before + 1
 
@@ -133,7 +133,7 @@ def test_the_template_container_is_locked_down(backend):
     finally:
         client.close()
     host = attrs["HostConfig"]
-    assert attrs["Config"]["User"] == f"{FORKED_UID}:{FORKED_UID}"
+    assert attrs["Config"]["User"] == f"{SANDBOX_UID}:{SANDBOX_UID}"
     assert host["NetworkMode"] == "none" and host["CapDrop"] == ["ALL"]
     assert host["ReadonlyRootfs"] and not host["Privileged"]
     assert "no-new-privileges" in host["SecurityOpt"]
@@ -188,7 +188,7 @@ def test_a_process_that_connects_first_is_not_taken_for_the_template(monkeypatch
 
     monkeypatch.setattr(template, "template_container_kwargs", kwargs_after_a_rogue)
     start = lambda: template.start_in_container(  # noqa: E731
-        client=docker.from_env, image="undoable-sandbox:latest", uid=FORKED_UID, labels={}
+        client=docker.from_env, image="undoable-sandbox:latest", uid=SANDBOX_UID, labels={}
     )
     with pytest.raises(zygote.ZygoteUnavailable, match="unexpected peer"):
         start()
@@ -228,7 +228,7 @@ def test_nothing_of_the_template_outlives_close(docker_engine):
     ours = built.template_pids() | pool._ready[0].cgroup.pids()
     assert len(ours) >= 2
     built.close()
-    assert ours & set(processes_of(FORKED_UID)) == set()
+    assert ours & set(processes_of(SANDBOX_UID)) == set()
     client = docker.from_env()
     try:
         assert not client.api.containers(all=True, filters={"id": container})

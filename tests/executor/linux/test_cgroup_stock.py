@@ -1,4 +1,4 @@
-"""Zygote runs' cgroups kept for later runs (executor/backends/bwrap/cgroup_stock.py): a kept
+"""Zygote runs' cgroups kept for later runs (executor/linux/cgroup_stock.py): a kept
 group holds no process, carries no limit's counter and little charged memory to the next run,
 and takes whatever limits the next run has.
 
@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from executor import Limits, RunResult, RunSpec
-from executor.backends.bwrap import cgroup_stock, cgroups
 from executor.backends.bwrap.backend import BwrapBackend
-from executor.backends.bwrap.cgroup_stock import CgroupStock
-from tests.executor.backends.bwrap.test_zygote import assert_caught
+from executor.linux import cgroup_stock, cgroups
+from executor.linux.cgroup_stock import CgroupStock
+from tests.executor.linux.test_zygote import assert_caught
 from tests.prerequisites import ROOTFS
 
 HOST_UID = 64127

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
-from executor.backends.bwrap.cgroups import SandboxCgroup
+from executor.linux.cgroups import SandboxCgroup
 
 # Enough for the groups given back between two refills at the API's concurrency; each kept
 # group holds a little kernel memory.

@@ -21,9 +21,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from executor.backends.bwrap.pool import Sandbox
 from executor.cancel import CancelToken
 from executor.images import Candidate, ImageSet, accept
+from executor.linux.pool import Sandbox
 from executor.policy.bwrap_args import IMAGE_CAPS
 from executor.streaming import OutputPump
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from executor.backends.bwrap import cgroups
 from executor.backends.bwrap.backend import BwrapBackend
-from executor.backends.bwrap.kernel_files import write_text
+from executor.linux import cgroups
+from executor.linux.kernel_files import write_text
 from executor.spec import RunSpec
 from tests.prerequisites import ROOTFS
 

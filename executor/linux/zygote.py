@@ -29,13 +29,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, cast
 
-from executor.backends.bwrap import fdwait
-from executor.backends.bwrap.cgroup_stock import CgroupStock
-from executor.backends.bwrap.cgroups import SandboxCgroup
-from executor.backends.bwrap.kernel_files import nspid, write_text
-from executor.backends.bwrap.pool import Sandbox
 from executor.errors import SandboxFailed
 from executor.limits import Limits
+from executor.linux import fdwait
+from executor.linux.cgroup_stock import CgroupStock
+from executor.linux.cgroups import SandboxCgroup
+from executor.linux.kernel_files import nspid, write_text
+from executor.linux.pool import Sandbox
 from executor.policy.bwrap_args import (
     HARD_KILL_GRACE_S,
     IMAGE_CAPS,
@@ -43,8 +43,8 @@ from executor.policy.bwrap_args import (
     bwrap_argv,
     driver_source,
     launch_argv,
-    program_env,
 )
+from executor.policy.sandbox_policy import SandboxPolicy, program_env
 from executor.policy.seccomp import seccomp_bpf, seccomp_pipe
 
 logger = logging.getLogger(__name__)
@@ -92,11 +92,13 @@ class ZygoteUnavailable(SandboxFailed):
 
 
 def _child_source() -> str:
-    return (Path(__file__).resolve().parents[2] / "policy" / "zygote_child.py").read_text()
+    return (Path(__file__).resolve().parents[1] / "policy" / "zygote_child.py").read_text()
 
 
 def payload_body(**extra: object) -> bytes:
-    """What the template starts from: both sources, the runs' BPF, the image caps, `extra`."""
+    """What the template starts from: both sources, the runs' BPF, the image caps, what of
+    the policy is the same for every run (the rest comes with each run's request), `extra`."""
+    policy = SandboxPolicy.of(TEMPLATE_LIMITS)
     return marshal.dumps(
         {
             "zygote": _child_source(),
@@ -104,6 +106,8 @@ def payload_body(**extra: object) -> bytes:
             "bpf": seccomp_bpf(),
             "caps": (IMAGE_CAPS.max_count, IMAGE_CAPS.max_image_bytes),
             "env": program_env({}),
+            "hostname": policy.hostname.encode(),
+            "dev_shm_bytes": policy.dev_shm_bytes,
             **extra,
         }
     )
@@ -297,8 +301,8 @@ class Template:
             fds = SandboxFds(seccomp=seccomp_r, job=payload_r, status=theirs[2])
             argv = launch_argv(
                 bwrap_argv(
+                    SandboxPolicy.of(TEMPLATE_LIMITS),
                     rootfs=rootfs,
-                    limits=TEMPLATE_LIMITS,
                     fds=fds,
                     command=command,
                     disable_userns=False,
@@ -372,11 +376,8 @@ class Template:
             theirs.append(child.detach())
             place.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
             hard_s = math.ceil(wall_s + HARD_KILL_GRACE_S)
-            request = b"run %d %d %d" % (
-                hard_s,
-                limits.tmp_quota_mib * 1024 * 1024,
-                limits.workdir_quota_mib * 1024 * 1024,
-            )
+            policy = SandboxPolicy.of(limits)
+            request = b"run %d %d %d" % (hard_s, policy.tmp_bytes, policy.workdir_bytes)
             rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", theirs).tobytes())]
             self.control.sendmsg([request], rights)
         except BaseException as exc:

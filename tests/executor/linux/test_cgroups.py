@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from executor.backends.bwrap.cgroups import SandboxCgroup
 from executor.limits import Limits
+from executor.linux.cgroups import SandboxCgroup
 
 # The control files a v1 group has from the start (the host writes them, never creates them).
 CONTROLS = {

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from executor import Limits, RunResult, RunSpec
-from executor.backends.bwrap import zygote
 from executor.backends.bwrap.backend import BwrapBackend
 from executor.errors import SandboxFailed
-from executor.policy.bwrap_args import program_env
+from executor.linux import zygote
 from executor.policy.mounts import Mount
+from executor.policy.sandbox_policy import program_env
 from tests.executor.backends.sabotaged_sources import sabotaged_child, sabotaged_driver
 from tests.executor.cross_run import check_concurrent_runs_share_no_terminal
 from tests.executor.exit_finalizers import check_cycles_are_finalized_at_exit
@@ -269,7 +269,9 @@ def check_a_run_gets_the_base_environment_not_the_templates(backend: BwrapBacken
 def _template_started_with_a_variable_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     real = zygote.bwrap_argv
     monkeypatch.setattr(
-        zygote, "bwrap_argv", lambda **kw: real(**kw, extra_env={"TEMPLATES_OWN": "left"})
+        zygote,
+        "bwrap_argv",
+        lambda policy, **kw: real(policy, **kw, extra_env={"TEMPLATES_OWN": "left"}),
     )
 
 

@@ -14,9 +14,9 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from executor.backends.bwrap.cgroups import SandboxCgroup
 from executor.errors import SandboxFailed
 from executor.limits import Limits
+from executor.linux.cgroups import SandboxCgroup
 from executor.policy.bwrap_args import SandboxFds, launch_argv
 from executor.policy.seccomp import seccomp_pipe
 

@@ -12,14 +12,13 @@ import os
 import signal
 from dataclasses import dataclass
 
-from executor.backends.base import OutputCallback
-from executor.backends.bwrap.loop import Outcome, RunLoop
-from executor.backends.bwrap.pool import Reaper, Sandbox
 from executor.cancel import CancelToken
 from executor.errors import InvalidSpec
 from executor.limits import Limits
-from executor.policy.bwrap_args import program_env, program_rlimits
-from executor.result import SUPERVISOR_LOST, RunResult
+from executor.linux.loop import Outcome, RunLoop
+from executor.linux.pool import Reaper, Sandbox
+from executor.policy.sandbox_policy import SandboxPolicy, program_env
+from executor.result import SUPERVISOR_LOST, OutputCallback, RunResult
 from executor.spec import RunSpec
 from executor.stops import StopFacts, limit_that_stopped
 from executor.streaming import OutputPump
@@ -127,7 +126,7 @@ def _job(spec: RunSpec, limits: Limits, *, memory_cgroup: bool) -> _Job:
         "interpreter_mode": spec.interpreter_mode,
         "env": program_env(spec.env),
         "files": dict(spec.files),
-        "rlimits": program_rlimits(limits, memory_cgroup=memory_cgroup),
+        "rlimits": SandboxPolicy.of(limits).rlimits(memory_cgroup=memory_cgroup),
     }
     # marshal: the driver must not import json (see executor/policy/driver.py).
     body = marshal.dumps(message)

@@ -16,8 +16,8 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-from executor.backends.bwrap.kernel_files import read_text, write_text
 from executor.limits import Limits
+from executor.linux.kernel_files import read_text, write_text
 
 logger = logging.getLogger(__name__)
 

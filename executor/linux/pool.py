@@ -20,14 +20,15 @@ import threading
 import time
 from collections.abc import Sequence
 
-from executor.backends.bwrap import fdwait
-from executor.backends.bwrap.cgroups import SandboxCgroup
-from executor.backends.bwrap.kernel_files import nspid
-from executor.backends.bwrap.spawn import spawn_sandbox
 from executor.errors import SandboxFailed
 from executor.limits import Limits
+from executor.linux import fdwait
+from executor.linux.cgroups import SandboxCgroup
+from executor.linux.kernel_files import nspid
+from executor.linux.spawn import spawn_sandbox
 from executor.policy.bwrap_args import bwrap_argv, driver_payload
 from executor.policy.mounts import Mount
+from executor.policy.sandbox_policy import SandboxPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +77,9 @@ class Sandbox:
     ) -> Sandbox:
         """Start bwrap (with `mounts` bound in, see executor/policy/mounts.py); the driver
         then waits for its one job. Pooled sandboxes are started without mounts."""
+        policy = SandboxPolicy.of(limits, mounts=mounts)
         spawned = spawn_sandbox(
-            lambda fds, _cgroup: bwrap_argv(rootfs=rootfs, limits=limits, fds=fds, mounts=mounts),
+            lambda fds, _cgroup: bwrap_argv(policy, rootfs=rootfs, fds=fds),
             limits=limits,
             cgroup_parents=cgroup_parents,
             host_uid=host_uid,

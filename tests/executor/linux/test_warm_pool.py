@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from executor.backends.bwrap import pool as pool_module
-from executor.backends.bwrap.pool import WarmPool
+from executor.linux import pool as pool_module
+from executor.linux.pool import WarmPool
 
 WAIT_S = 5.0
 

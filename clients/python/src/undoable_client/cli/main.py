@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from undoable_client.cli import actions, creds, do, sessions
+from undoable_client.cli import actions, connect, creds, do, sessions
 from undoable_client.cli.common import (
     EXIT_FAILED,
     JsonFlag,
@@ -25,6 +25,7 @@ app.add_typer(actions.app, name="action")
 app.add_typer(creds.app, name="creds")
 app.command("review")(actions.review)
 app.command("do")(do.do)
+app.command("connect")(connect.connect)
 
 
 def ask_secret(label: str) -> str:

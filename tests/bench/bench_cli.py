@@ -14,7 +14,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-CLIENT_SRC = ROOT / "clients" / "python" / "src"
+# BENCH_CLIENT_SRC: another copy of clients/python/src (e.g. an older commit's) to compare.
+CLIENT_SRC = Path(os.environ.get("BENCH_CLIENT_SRC") or ROOT / "clients" / "python" / "src")
 sys.path.insert(0, str(CLIENT_SRC))
 
 from tests.bench.bench_api import served  # noqa: E402

@@ -9,7 +9,9 @@ Authorization code grant with PKCE (S256 only) as RFC 6749 and RFC 7636 ask:
   GET  /authorize  approves at once (a browser test has no one to click), redirecting to the
                    registered redirect URI with the code and the state; an unregistered redirect
                    URI or an unknown client gets an error page and no redirect; an unknown scope,
-                   or `next_error` set, redirects with ?error=.
+                   or `next_error` set, redirects with ?error=. A registered loopback URI
+                   (http://127.0.0.1/callback) matches on any port, as RFC 8252 7.3 asks for
+                   native apps; `pkce_required = False` lets a client without PKCE through.
   POST /token      authorization_code (client secret, redirect URI and verifier checked; a code
                    works once, and replaying it revokes what it gave) or refresh_token; the
                    answer's `scope` can be left out (`scope_in_answers`) or, for a refresh,
@@ -18,7 +20,9 @@ Authorization code grant with PKCE (S256 only) as RFC 6749 and RFC 7636 ask:
 The guarded API (Bearer token):
   GET  /api/items  needs items.read or items.write;  POST /api/items {name} needs items.write,
   else 403 {"error": "insufficient_scope"}.
-Thread-safe; `issue_access_token` fixes the next access token's value (the canary test).
+Thread-safe; `issue_access_token` fixes the next access token's value (the canary test);
+`token_gate`, when set, holds every POST /token until it is set (a test looks at the client
+meanwhile). A client with an empty `client_secret` is a public one (native apps).
 """
 
 from __future__ import annotations
@@ -62,6 +66,9 @@ class FakeOAuthProvider:
         self.scope_in_answers = True
         # Set: a refresh answer names this scope, whatever the refresh token was granted.
         self.refresh_answer_scope: str | None = None
+        self.pkce_required = True
+        self.token_gate: threading.Event | None = None
+        self.token_asked = threading.Event()  # set by the first POST /token
         self._lock = threading.Lock()
         self._codes: dict[str, _Code] = {}
         self._tokens: dict[str, list[str]] = {}  # access token -> scopes
@@ -114,7 +121,7 @@ class FakeOAuthProvider:
     def authorize(self, query: dict[str, str]) -> tuple[int, dict[str, str], str]:
         """(status, headers, body) for GET /authorize."""
         redirect = query.get("redirect_uri", "")
-        if query.get("client_id") != self.client_id or redirect not in self.redirect_uris:
+        if query.get("client_id") != self.client_id or not self._registered(redirect):
             # RFC 6749 4.1.2.1: never redirect to an unverified URI.
             return 400, {}, "Error: unknown client or redirect_uri not registered"
         state = query.get("state", "")
@@ -124,17 +131,30 @@ class FakeOAuthProvider:
             error, self.next_error = self.next_error, ""
         elif not scopes or any(s not in self.scopes for s in scopes):
             error = "invalid_scope"
-        elif query.get("code_challenge_method") != "S256" or not query.get("code_challenge"):
+        elif self.pkce_required and (
+            query.get("code_challenge_method") != "S256" or not query.get("code_challenge")
+        ):
             error = "invalid_request"
         if error:
             params = {"error": error, "error_description": f"the provider said {error}"}
             return 302, {"Location": f"{redirect}?{urlencode({**params, 'state': state})}"}, ""
         code = secrets.token_urlsafe(16)
         with self._lock:
-            self._codes[code] = _Code(scopes, redirect, query["code_challenge"])
+            self._codes[code] = _Code(scopes, redirect, query.get("code_challenge", ""))
         return 302, {"Location": f"{redirect}?{urlencode({'code': code, 'state': state})}"}, ""
 
+    def _registered(self, redirect: str) -> bool:
+        if redirect in self.redirect_uris:
+            return True
+        url = urlparse(redirect)
+        if url.scheme != "http" or url.hostname != "127.0.0.1" or url.port is None:
+            return False
+        return url._replace(netloc="127.0.0.1").geturl() in self.redirect_uris
+
     def token(self, form: dict[str, str], basic: tuple[str, str] | None) -> tuple[int, Any]:
+        self.token_asked.set()
+        if self.token_gate is not None:
+            self.token_gate.wait(timeout=60)
         client_id, secret = basic or (form.get("client_id", ""), form.get("client_secret", ""))
         if client_id != self.client_id or secret != self.client_secret:
             return 401, {"error": "invalid_client"}
@@ -161,7 +181,7 @@ class FakeOAuthProvider:
                 return 400, {"error": "invalid_grant", "error_description": "redirect_uri mismatch"}
             verifier = form.get("code_verifier", "").encode()
             digest = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest()).rstrip(b"=")
-            if digest.decode() != code.challenge:
+            if code.challenge and digest.decode() != code.challenge:
                 why = "PKCE verifier mismatch"
                 return 400, {"error": "invalid_grant", "error_description": why}
             answer = self._issue(code.scopes, refresh=secrets.token_urlsafe(24))

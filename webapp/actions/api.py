@@ -171,6 +171,16 @@ async def _answer(request: HttpRequest, query_id: int, *, status: int) -> HttpRe
     return JsonResponse(await output.action_settled(query_id), status=status)
 
 
+def idempotency_key_checked(raw: str) -> str:
+    """An Idempotency-Key (the header, or MCP's `idempotency_key`): '' for none."""
+    key = raw.strip()
+    if len(key) > MAX_KEY_CHARS or not key.isprintable():
+        raise ApiError(
+            400, f"Idempotency-Key must be printable and at most {MAX_KEY_CHARS} characters"
+        )
+    return key
+
+
 @router.post(
     "",
     response={200: ActionOut, 201: ActionOut, **ERRORS},
@@ -181,11 +191,7 @@ async def create_action(request: HttpRequest, payload: ActionIn) -> HttpResponse
     request returns the same action (200) and never runs it again; the same key with another
     request is refused (409). The answer is the action once it has settled (or its output as
     NDJSON lines with `Accept: application/x-ndjson`, the action last)."""
-    key = request.headers.get("Idempotency-Key", "").strip()
-    if len(key) > MAX_KEY_CHARS or not key.isprintable():
-        raise ApiError(
-            400, f"Idempotency-Key must be printable and at most {MAX_KEY_CHARS} characters"
-        )
+    key = idempotency_key_checked(request.headers.get("Idempotency-Key", ""))
     action = action_request(payload)
     await in_pool(spend_rate, quota_key(request))
     try:

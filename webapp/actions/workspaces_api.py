@@ -7,7 +7,10 @@ answer. Files are written, read and deleted by the host through no-follow paths
 
 from __future__ import annotations
 
+from typing import Any
+
 from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import Router, Schema
@@ -52,6 +55,44 @@ async def _load(request: HttpRequest, workspace_id: int) -> Workspace:
     return await sync_to_async(get_workspace_for_user)(owner, workspace_id)
 
 
+# What the views and the MCP tools (webapp.mcp_server.tools) both do, for the token's owner.
+
+
+async def workspace_new_for_owner(owner: User) -> int:
+    workspace = await in_pool(with_own_connection(workspaces.workspace_create), owner=owner)
+    return int(workspace.pk)
+
+
+async def workspace_files_for_owner(owner: User, workspace_id: int) -> dict[str, Any]:
+    workspace = await sync_to_async(get_workspace_for_user)(owner, workspace_id)
+    entries = await in_pool(workspace_listing, workspace)
+    return {"entries": entries, "truncated": len(entries) >= MAX_LISTED}
+
+
+async def workspace_read_for_owner(owner: User, workspace_id: int, path: str) -> bytes:
+    workspace = await sync_to_async(get_workspace_for_user)(owner, workspace_id)
+    try:
+        data: bytes = await in_pool(files.workspace_file_read, workspace=workspace, path=path)
+    except (InvalidSpec, WorkspaceBusy) as exc:
+        raise _refusal(exc) from None
+    return data
+
+
+async def workspace_write_for_owner(
+    owner: User, workspace_id: int, path: str, data: bytes
+) -> dict[str, Any]:
+    if len(data) > uploads.MAX_UPLOAD_BYTES:
+        raise ApiError(413, f"files may be at most {uploads.MAX_UPLOAD_BYTES} bytes")
+    workspace = await sync_to_async(get_workspace_for_user)(owner, workspace_id)
+    try:
+        written = await in_pool(
+            files.workspace_file_write, workspace=workspace, path=path, data=data
+        )
+    except (InvalidSpec, WorkspaceBusy) as exc:
+        raise _refusal(exc) from None
+    return {"path": written, "size": len(data)}
+
+
 def _refusal(exc: Exception) -> ApiError:
     if isinstance(exc, files.FileMissing):
         return ApiError(404, str(exc))
@@ -76,16 +117,14 @@ def _body(request: HttpRequest) -> bytes:
 @router.post("", response={201: WorkspaceOut, **ERRORS}, summary="Create a workspace")
 async def create_workspace(request: HttpRequest) -> HttpResponse:
     owner = request.auth.owner  # type: ignore[attr-defined]
-    workspace = await in_pool(with_own_connection(workspaces.workspace_create), owner=owner)
-    return JsonResponse({"id": workspace.pk}, status=201)
+    return JsonResponse({"id": await workspace_new_for_owner(owner)}, status=201)
 
 
 @router.get("/{workspace_id}/files", response={200: ListingOut, **ERRORS}, summary="List files")
 async def list_files(request: HttpRequest, workspace_id: int) -> HttpResponse:
     """Every file, folder link and link (never followed), dot-files included, up to a cap."""
-    workspace = await _load(request, workspace_id)
-    entries = await in_pool(workspace_listing, workspace)
-    return JsonResponse({"entries": entries, "truncated": len(entries) >= MAX_LISTED})
+    owner = request.auth.owner  # type: ignore[attr-defined]
+    return JsonResponse(await workspace_files_for_owner(owner, workspace_id))
 
 
 @router.put(
@@ -95,15 +134,10 @@ async def list_files(request: HttpRequest, workspace_id: int) -> HttpResponse:
 )
 async def put_file(request: HttpRequest, workspace_id: int, path: str) -> HttpResponse:
     names_in_utf8(request)
-    workspace = await _load(request, workspace_id)
-    data = _body(request)
-    try:
-        written = await in_pool(
-            files.workspace_file_write, workspace=workspace, path=path, data=data
-        )
-    except (InvalidSpec, WorkspaceBusy) as exc:
-        raise _refusal(exc) from None
-    return JsonResponse({"path": written, "size": len(data)})
+    owner = request.auth.owner  # type: ignore[attr-defined]
+    await sync_to_async(get_workspace_for_user)(owner, workspace_id)  # 404 before the body
+    written = await workspace_write_for_owner(owner, workspace_id, path, _body(request))
+    return JsonResponse(written)
 
 
 @router.get(
@@ -113,11 +147,8 @@ async def put_file(request: HttpRequest, workspace_id: int, path: str) -> HttpRe
 )
 async def get_file(request: HttpRequest, workspace_id: int, path: str) -> HttpResponse:
     names_in_utf8(request)
-    workspace = await _load(request, workspace_id)
-    try:
-        data = await in_pool(files.workspace_file_read, workspace=workspace, path=path)
-    except (InvalidSpec, WorkspaceBusy) as exc:
-        raise _refusal(exc) from None
+    owner = request.auth.owner  # type: ignore[attr-defined]
+    data = await workspace_read_for_owner(owner, workspace_id, path)
     return HttpResponse(data, content_type="application/octet-stream")
 
 

@@ -9,6 +9,8 @@ error with the API's message: the caller's model reads it and can try again.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
@@ -22,9 +24,15 @@ from mcp_types import CallToolResult, ContentBlock, ImageContent, TextContent
 from pydantic import BaseModel, ValidationError
 
 from webapp.actions import output, services
-from webapp.actions.api import ActionIn, CredentialsIn, action_request
+from webapp.actions.api import ActionIn, CredentialsIn, action_request, idempotency_key_checked
 from webapp.actions.limits import LimitExceeded
 from webapp.actions.selectors import get_action_for_user
+from webapp.actions.workspaces_api import (
+    workspace_files_for_owner,
+    workspace_new_for_owner,
+    workspace_read_for_owner,
+    workspace_write_for_owner,
+)
 from webapp.admission.gate import spend_rate
 from webapp.admission.ratelimit import QuotaExceeded
 from webapp.agents.exec_api import exec_for_token
@@ -156,7 +164,9 @@ async def session_files(session_id: str, ctx: Context[Any, Any], path: str = "")
     description=(
         "Create an action and run its forward program (POST /api/v1/actions). kind fs works on "
         "a private copy of a workspace and db in a held transaction: their change is pending "
-        "until action_keep or action_discard. reverse_code is what action_undo runs."
+        "until action_keep or action_discard. reverse_code is what action_undo runs. Give an "
+        "idempotency_key (any new string per action) and a retry of the same call answers "
+        "with the action it made instead of running it again."
     )
 )
 async def action_run(
@@ -170,8 +180,11 @@ async def action_run(
     workspace: int | None = None,
     db: dict[str, str] | None = None,
     timeout_s: float | None = None,
+    idempotency_key: str = "",
 ) -> CallToolResult:
     token = _token(ctx)
+    async with _refusals():
+        key = idempotency_key_checked(idempotency_key)
     given = {
         "kind": kind,
         "forward_code": forward_code,
@@ -189,7 +202,7 @@ async def action_run(
         request = action_request(payload)
         await in_pool(spend_rate, token.pk)
         create = output.with_own_connection(services.action_create)
-        query, _ = await in_pool(create, token=token, request=request)
+        query, _ = await in_pool(create, token=token, request=request, idempotency_key=key)
         return await output.action_settled(query.pk)
 
     return _answer(await _run(run()))
@@ -248,3 +261,45 @@ async def action_status(action_id: int, ctx: Context[Any, Any]) -> CallToolResul
         return await sync_to_async(output.action_json)(query)
 
     return _answer(await _run(run()))
+
+
+@server.tool(description="A new workspace (a folder for fs and db actions): {id}.")
+async def workspace_new(ctx: Context[Any, Any]) -> CallToolResult:
+    return _answer({"id": await _run(workspace_new_for_owner(_token(ctx).owner))})
+
+
+@server.tool(description="Every file of a workspace: path, size, mode, is_link.")
+async def workspace_files(workspace_id: int, ctx: Context[Any, Any]) -> CallToolResult:
+    return _answer(await _run(workspace_files_for_owner(_token(ctx).owner, workspace_id)))
+
+
+@server.tool(description="A file of a workspace: its text, or base64 when it is not UTF-8 text.")
+async def workspace_read(workspace_id: int, path: str, ctx: Context[Any, Any]) -> CallToolResult:
+    data = await _run(workspace_read_for_owner(_token(ctx).owner, workspace_id, path))
+    try:
+        body = {"text": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        body = {"base64_data": base64.b64encode(data).decode("ascii")}
+    return _answer({"path": path, "size": len(data), **body})
+
+
+@server.tool(description="Write a file of a workspace from text, or from base64 for bytes.")
+async def workspace_write(
+    workspace_id: int,
+    path: str,
+    ctx: Context[Any, Any],
+    text: str | None = None,
+    base64_data: str | None = None,
+) -> CallToolResult:
+    owner = _token(ctx).owner
+    if (text is None) == (base64_data is None):
+        raise ToolError("give one of text or base64_data (400)")
+    try:
+        data = (
+            text.encode("utf-8")
+            if text is not None
+            else base64.b64decode(base64_data or "", validate=True)
+        )
+    except binascii.Error:
+        raise ToolError("base64_data is not base64 (400)") from None
+    return _answer(await _run(workspace_write_for_owner(owner, workspace_id, path, data)))

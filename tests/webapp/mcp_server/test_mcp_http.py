@@ -20,6 +20,7 @@ pytestmark = [
 TOOLS = {
     "exec", "session_new", "session_exec", "session_files",
     "action_run", "action_keep", "action_discard", "action_undo", "action_status",
+    "workspace_new", "workspace_files", "workspace_read", "workspace_write",
 }  # fmt: skip
 
 

@@ -3,12 +3,9 @@ the NDJSON stream. No I/O here, so both flavours speak the protocol one way."""
 
 from __future__ import annotations
 
-import email.utils
 import json
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -82,6 +79,10 @@ def retry_after_s(value: str | None) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
+    # Loaded here: a one-shot command (`undoable exec`) rarely needs them.
+    import email.utils
+    from datetime import UTC, datetime
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -130,6 +131,8 @@ def action_call(kind: str, forward_code: str, *, reverse_code: str = "",
         "timeout_s": timeout_s,
     }
     body.update({name: value for name, value in optional.items() if value})
+    import uuid
+
     headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
     if stream:
         headers["Accept"] = NDJSON

@@ -17,6 +17,7 @@ from undoable_client.cli.ui import Ui
 
 if TYPE_CHECKING:
     from undoable_client.actions import Action
+    from undoable_client.cli.local_db import LocalDatabase
     from undoable_client.cli.local_dir import LocalFolder
 
 # The line between the two programs in the file $EDITOR opens.
@@ -64,7 +65,13 @@ def do(
         ),
     ] = None,
     db: Annotated[
-        str | None, typer.Option("--db", help="A db action's SQLite file in the workspace.")
+        str | None,
+        typer.Option(
+            "--db",
+            metavar="FILE|URL",
+            help="A db action's database: a SQLite file (in --workspace, else of this "
+            "machine) or a database URL (postgresql://, mysql://, mariadb://).",
+        ),
     ] = None,
     local: Annotated[
         Path | None, typer.Option("--dir", help="A folder of this machine as the workspace (fs).")
@@ -80,12 +87,23 @@ def do(
         raise typer.BadParameter("--kind is one of python, fs, db, rest")
     if local is not None and (kind != "fs" or workspace is not None):
         raise typer.BadParameter("--dir takes --kind fs and no --workspace")
+    if db is not None and kind != "db":
+        raise typer.BadParameter("--db takes --kind db")
+    if db is not None and db_url is not None:
+        raise typer.BadParameter("give --db or --db-url, not both")
     api = client()
-    folder = None
+    folder: LocalFolder | LocalDatabase | None = None
     if local is not None:
         from undoable_client.cli.local_dir import LocalFolder
 
         folder = LocalFolder(local)
+    target, database_url = db_target(db, workspace)
+    if target is None and db is not None and database_url is None:
+        from undoable_client.cli.local_db import LocalDatabase
+
+        folder = LocalDatabase(Path(db))
+        target = {"sqlite": folder.name}
+        folder.snapshot()  # refused now, before the LLM is asked, if it cannot be sent
     with ui.spinner("asking the LLM"):
         proposal = api.proposal(prompt, kind, hosts=host or [], credentials=credentials.names())
     forward, reverse = proposal["forward_code"], proposal["reverse_code"]
@@ -108,8 +126,12 @@ def do(
         "intent": prompt,
         "credentials": credentials.gather(_credential_names(proposal, db_url)),
         "workspace": workspace,
-        "db": {"url": db_url} if db_url else ({"sqlite": db} if db else None),
+        "db": {"url": db_url} if db_url else target,
     }
+    if database_url is not None:
+        from undoable_client.cli.local_db import DB_CREDENTIAL
+
+        options["credentials"][DB_CREDENTIAL] = database_url
     action = api.action(kind, forward, on_stdout=ui.stream,
                         on_stderr=lambda text: ui.stream(text, "stderr"), **options)  # fmt: skip
     decide(ui, action, yes, folder, options["credentials"])
@@ -117,6 +139,22 @@ def do(
         ui.json({"proposal": proposal, "action": action.data})
     if action.status in ("failed", "reverse_failed"):
         raise typer.Exit(EXIT_FAILED)
+
+
+def db_target(db: str | None, workspace: int | None) -> tuple[dict[str, str] | None, str | None]:
+    """The action's `db` and a PostgreSQL URL to send as a credential: a URL; a file in
+    --workspace; or (None, None) for a local SQLite file the caller sends itself."""
+    if db is None:
+        return None, None
+    from undoable_client.cli.local_db import DB_CREDENTIAL, is_database_url
+
+    if is_database_url(db):
+        if workspace is not None:
+            raise typer.BadParameter("--db with a database URL takes no --workspace")
+        return {"url": DB_CREDENTIAL}, db
+    if workspace is not None:
+        return {"sqlite": db}, None
+    return None, None
 
 
 def show_proposal(ui: Ui, proposal: dict[str, Any], forward: str, reverse: str) -> None:
@@ -130,7 +168,7 @@ def show_proposal(ui: Ui, proposal: dict[str, Any], forward: str, reverse: str) 
         ui.line("the LLM says this cannot be undone", "bold red")
 
 
-def decide(ui: Ui, action: Action, yes: bool, folder: LocalFolder | None = None,
+def decide(ui: Ui, action: Action, yes: bool, folder: LocalFolder | LocalDatabase | None = None,
            credentials: dict[str, str] | None = None) -> None:  # fmt: skip
     """Show what the action did, then Keep it (into `folder` when the workspace is a local
     one) or take it back; the reverse program gets the credentials again (the server keeps

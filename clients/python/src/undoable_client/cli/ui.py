@@ -119,3 +119,17 @@ class Ui:
             )
         else:
             sys.stderr.write(f"error: {message}\n")
+
+
+_current: list[Ui] = []
+
+
+def make_ui(json_mode: bool) -> Ui:
+    ui = Ui(json_mode)
+    _current.append(ui)
+    return ui
+
+
+def current_ui() -> Ui:
+    """The command's Ui, for errors raised past it (`--json` then answers with JSON)."""
+    return _current[-1] if _current else Ui(json_mode="--json" in sys.argv)

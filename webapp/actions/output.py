@@ -7,11 +7,10 @@ in `seq` order after the last one sent: each chunk exactly once, whichever proce
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
@@ -21,29 +20,24 @@ from webapp.actions import services
 from webapp.actions.state import action_state, change_json
 from webapp.agents.exec_services import in_pool
 from webapp.queries.models import Query
+from webapp.runs.listen import ALL_EVENTS, END_EVENTS, run_events
 from webapp.runs.models import Run, RunChunk
 from webapp.runs.selectors import run_chunks_after
 from webapp.workspaces.models import ChangeStatus, WorkspaceUse
 
 T = TypeVar("T")
 
-# The rows are read every 20 ms for the first 2 s (most runs end within it, and the answer
-# should follow at once), then ever less often up to every 200 ms.
-FAST_POLL_S = 0.02
-FAST_FOR_S = 2.0
-POLL_S = 0.2
+# The rows are read again when the run's events say something moved (webapp.runs.listen), and
+# at least this often should an event be lost on the way.
+SAFETY_POLL_S = 0.5
 # A wait longer than this answers with the action as it stands (GET it again later).
 MAX_WAIT_S = 900.0
 CHUNK_BATCH = 500
 
 
-def _polls() -> Iterator[float]:
-    for _ in range(int(FAST_FOR_S / FAST_POLL_S)):
-        yield FAST_POLL_S
-    delay = FAST_POLL_S
-    while True:
-        delay = min(delay * 2, POLL_S)
-        yield delay
+def _safety_s(deadline: float) -> float:
+    """How long to wait for an event before reading the rows again anyway."""
+    return max(0.0, min(SAFETY_POLL_S, deadline - time.monotonic()))
 
 
 def with_own_connection(fn: Callable[..., T]) -> Callable[..., T]:
@@ -124,14 +118,17 @@ def _reverse_settle(query_id: int) -> None:
 
 
 async def action_settled(query_id: int) -> dict[str, Any]:
-    """The action once it has settled (or as it stands after MAX_WAIT_S)."""
+    """The action once it has settled (or as it stands after MAX_WAIT_S): the rows are read
+    again when its run ends or its change moves."""
     deadline = time.monotonic() + MAX_WAIT_S
-    polls = _polls()
-    while time.monotonic() < deadline:
-        settled, _ = await _settled(query_id)
-        if settled:
-            break
-        await asyncio.sleep(next(polls))
+    async with run_events(END_EVENTS) as events:
+        while time.monotonic() < deadline:
+            settled, run = await _settled(query_id)
+            if settled:
+                break
+            if run is not None and await events.follow(run.pk):
+                continue  # joined just now: read once more, so nothing before it is missed
+            await events.wait(_safety_s(deadline))
     return await sync_to_async(_json_by_id)(query_id)
 
 
@@ -154,19 +151,21 @@ async def action_stream(query_id: int) -> AsyncIterator[bytes]:
     deadline = time.monotonic() + MAX_WAIT_S
     following: int | None = None
     after = 0
-    polls = _polls()
-    while True:
-        settled, run = await _settled(query_id)
-        if run is not None and run.pk != following:
-            following, after = run.pk, 0
-        lines = await sync_to_async(_chunks)(following, after) if following else []
-        for line in lines:
-            after = line["seq"]
-            yield (json.dumps(line) + "\n").encode()
-        if (settled and not lines) or time.monotonic() >= deadline:
-            break
-        if not lines:
-            await asyncio.sleep(next(polls))
+    async with run_events(ALL_EVENTS) as events:
+        while True:
+            settled, run = await _settled(query_id)
+            if run is not None and run.pk != following:
+                following, after = run.pk, 0
+                if await events.follow(run.pk):
+                    continue  # joined just now: read once more, so nothing before it is missed
+            lines = await sync_to_async(_chunks)(following, after) if following else []
+            for line in lines:
+                after = line["seq"]
+                yield (json.dumps(line) + "\n").encode()
+            if (settled and not lines) or time.monotonic() >= deadline:
+                break
+            if not lines:
+                await events.wait(_safety_s(deadline))
     action = await sync_to_async(_json_by_id)(query_id)
     yield (json.dumps({"type": "action", "action": action}) + "\n").encode()
 
@@ -177,16 +176,23 @@ DECISION_WAIT_S = 15.0
 _DECIDING = (ChangeStatus.KEEP_REQUESTED, ChangeStatus.DISCARD_REQUESTED)
 
 
-def _deciding(query_id: int) -> bool:
+def _deciding(query_id: int) -> int | None:
+    """The run whose change is being decided (its holder has yet to apply it), else None."""
     change = action_state(Query.objects.get(pk=query_id)).change
-    return change is not None and change.status in _DECIDING
+    return change.run_id if change is not None and change.status in _DECIDING else None
 
 
 async def action_decided(query_id: int) -> dict[str, Any]:
     """The action once its Keep or Discard has been applied (the db transaction committed or
-    rolled back by its holder, wherever it runs), or as it stands after DECISION_WAIT_S."""
+    rolled back by its holder, wherever it runs), or as it stands after DECISION_WAIT_S: the
+    rows are read again when the change moves."""
     deadline = time.monotonic() + DECISION_WAIT_S
-    polls = _polls()
-    while time.monotonic() < deadline and await sync_to_async(_deciding)(query_id):
-        await asyncio.sleep(next(polls))
+    async with run_events(END_EVENTS) as events:
+        while time.monotonic() < deadline:
+            run_id = await sync_to_async(_deciding)(query_id)
+            if run_id is None:
+                break
+            if await events.follow(run_id):
+                continue  # joined just now: read once more, so nothing before it is missed
+            await events.wait(_safety_s(deadline))
     return await sync_to_async(_json_by_id)(query_id)

@@ -54,11 +54,22 @@ def with_own_connection(fn: Callable[..., T]) -> Callable[..., T]:
 
 
 def run_streams(run: Run | None) -> dict[str, str]:
-    out: dict[str, list[str]] = {"stdout": [], "stderr": []}
-    if run is not None:
-        for stream, text in RunChunk.objects.filter(run=run).values_list("stream", "text"):
-            out["stderr" if stream != "stdout" else "stdout"].append(text)
-    return {name: "".join(parts) for name, parts in out.items()}
+    """{"stdout", "stderr"} of `run` (system lines with stderr)."""
+    return run_streams_for([run] if run is not None else []).get(
+        run.pk if run else 0, {"stdout": "", "stderr": ""}
+    )
+
+
+def run_streams_for(runs: list[Run]) -> dict[int, dict[str, str]]:
+    """run_streams of each of `runs` (by run id), in one query however many."""
+    out: dict[int, dict[str, list[str]]] = {run.pk: {"stdout": [], "stderr": []} for run in runs}
+    rows = RunChunk.objects.filter(run__in=runs).order_by("run_id", "seq")
+    for run_id, stream, text in rows.values_list("run_id", "stream", "text"):
+        out[run_id]["stderr" if stream != "stdout" else "stdout"].append(text)
+    return {
+        run_id: {name: "".join(parts) for name, parts in streams.items()}
+        for run_id, streams in out.items()
+    }
 
 
 def action_json(query: Query) -> dict[str, Any]:

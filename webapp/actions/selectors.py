@@ -10,10 +10,10 @@ from django.db.models import QuerySet
 from django.http import Http404
 
 from webapp.actions.models import Action
-from webapp.actions.output import action_json, run_streams
-from webapp.actions.state import action_state
+from webapp.actions.output import action_json, run_streams_for
+from webapp.actions.state import ActionState, action_states
 from webapp.queries.models import Query
-from webapp.runs.images import run_image_payloads
+from webapp.runs.images import run_image_payloads_for
 from webapp.runs.models import RunDirection
 from webapp.runs.payloads import ImagePayload
 from webapp.workspaces.models import ChangeStatus, PendingChange
@@ -84,8 +84,14 @@ class ReviewItem:
 def review_inbox_for_user(user: User) -> list[ReviewItem]:
     """What the Review page lists: the actions the user's tokens made (the latest
     MAX_REVIEWED), and every change of theirs waiting (the header's count, wherever it was
-    made); those waiting first, oldest first, then the rest newest first."""
-    items = [_review_item(query) for query in _inbox_queries(user)]
+    made); those waiting first, oldest first, then the rest newest first. A fixed number of
+    queries however many it lists."""
+    queries = list(_inbox_queries(user))
+    states = action_states(queries)
+    forwards = [state.forward for state in states.values() if state.forward is not None]
+    streams = run_streams_for(forwards)
+    images = run_image_payloads_for(forwards)
+    items = [_review_item(query, states[query.pk], streams, images) for query in queries]
     waiting = sorted((i for i in items if i.waiting), key=lambda i: (i.query.created_at, i.pk))
     return waiting + [item for item in items if not item.waiting]
 
@@ -106,19 +112,24 @@ def _inbox_queries(user: User) -> QuerySet[Query]:
     )
 
 
-def _review_item(query: Query) -> ReviewItem:
-    state = action_state(query)
+def _review_item(
+    query: Query,
+    state: ActionState,
+    streams: dict[int, dict[str, str]],
+    images: dict[int, list[ImagePayload]],
+) -> ReviewItem:
     action = getattr(query, "action", None)
-    streams = run_streams(state.forward)
+    forward_id = state.forward.pk if state.forward else None
+    output = streams.get(forward_id, {}) if forward_id else {}
     return ReviewItem(
         query=query,
         status=state.status,
         reason=state.reason,
         token_name=(action.token.name or action.token.prefix) if action and action.token else "",
         intent=action.intent if action and action.intent else query.prompt,
-        stdout=streams["stdout"],
-        stderr=streams["stderr"],
+        stdout=output.get("stdout", ""),
+        stderr=output.get("stderr", ""),
         change=state.change,
-        images=run_image_payloads(state.forward) if state.forward else [],
-        forward_run_id=state.forward.pk if state.forward else None,
+        images=images.get(forward_id, []) if forward_id else [],
+        forward_run_id=forward_id,
     )

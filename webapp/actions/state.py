@@ -78,12 +78,51 @@ def _latest(query: Query, direction: str) -> Run | None:
     return query.runs.filter(direction=direction).order_by("-created_at", "-id").first()
 
 
+@dataclass(frozen=True)
+class StateRows:
+    """The rows an action's state is read from: its latest forward and reverse runs and the
+    changes they left (`changes` by run id)."""
+
+    forward: Run | None
+    reverse: Run | None
+    changes: dict[int, PendingChange]
+
+
 def action_state(query: Query) -> ActionState:
     forward = _latest(query, RunDirection.FORWARD)
+    reverse = _latest(query, RunDirection.REVERSE) if forward is not None else None
+    runs = [run.pk for run in (forward, reverse) if run is not None]
+    changes = {change.run_id: change for change in PendingChange.objects.filter(run_id__in=runs)}
+    return action_state_from(query, StateRows(forward, reverse, changes))
+
+
+def action_states(queries: list[Query]) -> dict[int, ActionState]:
+    """action_state of each of `queries` (by id) in three queries, however many there are."""
+    latest: dict[tuple[int, str], Run] = {}
+    for run in Run.objects.filter(query__in=queries).order_by("-created_at", "-id"):
+        latest.setdefault((run.query_id, run.direction), run)
+    runs = [run.pk for run in latest.values()]
+    changes = {change.run_id: change for change in PendingChange.objects.filter(run_id__in=runs)}
+    return {
+        query.pk: action_state_from(
+            query,
+            StateRows(
+                latest.get((query.pk, RunDirection.FORWARD)),
+                latest.get((query.pk, RunDirection.REVERSE)),
+                changes,
+            ),
+        )
+        for query in queries
+    }
+
+
+def action_state_from(query: Query, rows: StateRows) -> ActionState:
+    """The state `rows` say `query`'s action is in (no query of its own but `query.action`,
+    which callers select_related)."""
+    forward, reverse = rows.forward, rows.reverse
     if forward is None:
         return ActionState("queued", "", None, None, None)
-    change = PendingChange.objects.filter(run=forward).first()
-    reverse = _latest(query, RunDirection.REVERSE)
+    change = rows.changes.get(forward.pk)
     if reverse is not None and reverse.created_at < forward.created_at:
         reverse = None  # undid an earlier forward run (a query re-run in the browser)
 
@@ -102,7 +141,7 @@ def action_state(query: Query) -> ActionState:
         if query.kind not in ("fs", "db"):
             return state("reversed")
         # The reverse program's own change is applied on the Undo's behalf (services).
-        undone = PendingChange.objects.filter(run=reverse).first()
+        undone = rows.changes.get(reverse.pk)
         if undone is None or undone.status == ChangeStatus.FAILED:
             return state("reverse_failed", undone.message if undone else "No change was left.")
         if undone.status == ChangeStatus.KEPT:

@@ -45,6 +45,18 @@ def run_image_payloads(run: Run, *, url: Callable[[int], str] | None = None) -> 
     return [ImagePayload(url=url(n), name=name, mime=mime) for n, name, mime in rows]
 
 
+def run_image_payloads_for(runs: list[Run]) -> dict[int, list[ImagePayload]]:
+    """run_image_payloads of each of `runs` (by run id), in one query however many."""
+    found: dict[int, list[ImagePayload]] = {run.pk: [] for run in runs}
+    rows = RunImage.objects.filter(run__in=[run for run in runs if run.is_final]).values_list(
+        "run_id", "position", "name", "mime"
+    )
+    for run_id, n, name, mime in rows:
+        url = reverse("runs:run-image", args=[run_id, n])
+        found[run_id].append(ImagePayload(url=url, name=name, mime=mime))
+    return found
+
+
 def get_run_image(run: Run, position: int) -> RunImage:
     """Image `position` of a run the caller may already see, or Http404."""
     try:

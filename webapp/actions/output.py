@@ -20,8 +20,8 @@ from webapp.actions import services
 from webapp.actions.state import action_state, change_json
 from webapp.agents.exec_services import in_pool
 from webapp.queries.models import Query
-from webapp.runs.listen import ALL_EVENTS, END_EVENTS, run_events
-from webapp.runs.models import Run, RunChunk
+from webapp.runs.listen import any_event, run_events
+from webapp.runs.models import FINAL_STATUSES, Run, RunChunk
 from webapp.runs.selectors import run_chunks_after
 from webapp.workspaces.models import ChangeStatus, WorkspaceUse
 
@@ -33,6 +33,17 @@ SAFETY_POLL_S = 0.5
 # A wait longer than this answers with the action as it stands (GET it again later).
 MAX_WAIT_S = 900.0
 CHUNK_BATCH = 500
+
+
+def end_event(event: dict[str, Any]) -> bool:
+    """A run's final status, or its change leaving `running` (pending, kept, discarded...):
+    what a wait for an action to settle cares about. The run starting, its output, and a
+    change still being made are not worth a read of the rows."""
+    if event.get("type") == "run.status":
+        return event["status"]["status"] in FINAL_STATUSES
+    if event.get("type") == "change.updated":
+        return event["change"]["status"] != ChangeStatus.RUNNING
+    return False
 
 
 def _safety_s(deadline: float) -> float:
@@ -132,7 +143,7 @@ async def action_settled(query_id: int) -> dict[str, Any]:
     """The action once it has settled (or as it stands after MAX_WAIT_S): the rows are read
     again when its run ends or its change moves."""
     deadline = time.monotonic() + MAX_WAIT_S
-    async with run_events(END_EVENTS) as events:
+    async with run_events(end_event) as events:
         while time.monotonic() < deadline:
             settled, run = await _settled(query_id)
             if settled:
@@ -162,7 +173,7 @@ async def action_stream(query_id: int) -> AsyncIterator[bytes]:
     deadline = time.monotonic() + MAX_WAIT_S
     following: int | None = None
     after = 0
-    async with run_events(ALL_EVENTS) as events:
+    async with run_events(any_event) as events:
         while True:
             settled, run = await _settled(query_id)
             if run is not None and run.pk != following:
@@ -198,7 +209,7 @@ async def action_decided(query_id: int) -> dict[str, Any]:
     rolled back by its holder, wherever it runs), or as it stands after DECISION_WAIT_S: the
     rows are read again when the change moves."""
     deadline = time.monotonic() + DECISION_WAIT_S
-    async with run_events(END_EVENTS) as events:
+    async with run_events(end_event) as events:
         while time.monotonic() < deadline:
             run_id = await sync_to_async(_deciding)(query_id)
             if run_id is None:

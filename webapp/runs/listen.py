@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from channels.layers import BaseChannelLayer, get_channel_layer
 
@@ -22,18 +23,20 @@ from webapp.runs.publish import bind_consumer_loop
 
 logger = logging.getLogger(__name__)
 
-# Every run event: the status, the change, and each chunk of output.
-ALL_EVENTS = frozenset({"run.status", "change.updated", "run.output"})
-# What ends a run or moves its change: what a wait for a final state cares about.
-END_EVENTS = frozenset({"run.status", "change.updated"})
+Wake = Callable[[dict[str, Any]], bool]
+
+
+def any_event(event: dict[str, Any]) -> bool:
+    """Every run event: its status, its change, each chunk of output."""
+    return True
 
 
 class RunEvents:
-    """Wakes `wait()` when an event of `types` is published for a run `follow()`ed."""
+    """Wakes `wait()` when an event `wake` accepts is published for a run `follow()`ed."""
 
-    def __init__(self, layer: BaseChannelLayer | None, types: Collection[str]) -> None:
+    def __init__(self, layer: BaseChannelLayer | None, wake: Wake) -> None:
         self._layer = layer
-        self._types = frozenset(types)
+        self._wake = wake
         self._arrived = asyncio.Event()
         self._channel: str | None = None
         self._groups: list[str] = []
@@ -70,7 +73,7 @@ class RunEvents:
             except Exception as exc:  # the layer went away: the safety re-read takes over
                 logger.warning("run events lost", extra={"error": repr(exc)})
                 return
-            if event.get("type") in self._types:
+            if self._wake(event):
                 self._arrived.set()
 
     async def wait(self, safety_s: float) -> None:
@@ -91,9 +94,9 @@ class RunEvents:
 
 
 @contextlib.asynccontextmanager
-async def run_events(types: Collection[str] = END_EVENTS) -> AsyncIterator[RunEvents]:
+async def run_events(wake: Wake) -> AsyncIterator[RunEvents]:
     """A RunEvents on the default channel layer, left (its groups, its receiver) on exit."""
-    events = RunEvents(get_channel_layer(), types)
+    events = RunEvents(get_channel_layer(), wake)
     try:
         yield events
     finally:

@@ -6,7 +6,10 @@ class ActionsConfig(AppConfig):
     label = "actions"
 
     def ready(self) -> None:
+        from webapp.actions.selectors import rest_actions_waiting
         from webapp.actions.services import actions_end_for_revoked_token
         from webapp.agents.tokens import token_revoked
+        from webapp.workspaces.waiting import waiting_source_add
 
         token_revoked.connect(actions_end_for_revoked_token, dispatch_uid="actions-revoked")
+        waiting_source_add(rest_actions_waiting)

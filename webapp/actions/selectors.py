@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 from django.http import Http404
+from django.urls import reverse
+from django.utils import timezone
 
 from webapp.actions.models import Action
 from webapp.actions.output import action_json, run_streams_for
@@ -18,6 +22,7 @@ from webapp.runs.models import RunDirection
 from webapp.runs.payloads import ImagePayload
 from webapp.workspaces.models import ChangeStatus, PendingChange
 from webapp.workspaces.selectors import changes_waiting_for_user
+from webapp.workspaces.waiting import Waiting
 
 MAX_LISTED = 100
 
@@ -132,4 +137,34 @@ def _review_item(
         change=state.change,
         images=images.get(forward_id, []) if forward_id else [],
         forward_run_id=forward_id,
+    )
+
+
+def rest_actions_waiting(user: User) -> Waiting:
+    """The user's agents' rest actions that are pending: their effect stands, waiting for
+    Keep or Undo until the rest pending timeout. One of the header's things waiting."""
+    cutoff = timezone.now() - timedelta(seconds=settings.UNDOABLE_REST_PENDING_TIMEOUT_S)
+    candidates = list(
+        Query.objects.filter(
+            owner=user,
+            kind="rest",
+            action__token__isnull=False,
+            action__kept_at__isnull=True,
+            action__token_revoked_at__isnull=True,
+            runs__direction=RunDirection.FORWARD,
+            runs__finished_at__gte=cutoff,
+        )
+        .distinct()
+        .select_related("action")
+        .order_by("created_at", "id")
+    )
+    states = action_states(candidates)
+    review = reverse("actions:review")
+    return Waiting(
+        urls=[
+            f"{review}#action-{query.pk}"
+            for query in candidates
+            if states[query.pk].status == "pending"
+        ],
+        list_url=review,
     )

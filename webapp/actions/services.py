@@ -31,6 +31,7 @@ from webapp.runs.services import CredentialsMissing, query_run
 from webapp.workspaces import services as workspaces
 from webapp.workspaces.models import ChangeStatus, PendingChange, Workspace
 from webapp.workspaces.selectors import get_workspace_for_user
+from webapp.workspaces.waiting import waiting_publish
 
 logger = logging.getLogger(__name__)
 
@@ -179,6 +180,7 @@ def _keep(query: Query, state: ActionState) -> None:
             audit_query(
                 event=AuditEvent.KEEP, query=query, target=f"action {query.pk}", outcome="kept"
             )
+            waiting_publish(owner_id=query.owner_id)  # it no longer waits: the header's count
             return
         if Action.objects.filter(query=query).exists():
             _pending(query, "keep")  # revoked, expired or kept meanwhile: that stands (409)
@@ -228,9 +230,11 @@ def action_undo(*, query: Query, credentials: dict[str, str]) -> Run | None:
     if not query.reverse_code.strip():
         raise ActionRefused(409, "this action has no reverse program")
     try:
-        return query_run(query=query, direction=RunDirection.REVERSE, credentials=credentials)
+        run = query_run(query=query, direction=RunDirection.REVERSE, credentials=credentials)
     except CredentialsMissing as exc:
         raise ActionRefused(400, _given_again(exc)) from None
+    waiting_publish(owner_id=query.owner_id)  # a pending rest action no longer waits
+    return run
 
 
 def _given_again(exc: CredentialsMissing) -> str:
@@ -274,3 +278,4 @@ def actions_end_for_revoked_token(*, token: ApiToken, **_: object) -> None:
             with contextlib.suppress(NothingPending, ActionRefused), _decision_raced():
                 workspaces.change_discard(change=state.change)
         logger.info("action ended: its token was revoked", extra={"query_id": action.query_id})
+        waiting_publish(owner_id=action.owner_id)

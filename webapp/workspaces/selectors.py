@@ -15,7 +15,7 @@ from webapp.queries.models import Query
 from webapp.runs.models import Run, RunDirection, RunStatus
 from webapp.workspaces.models import ChangeStatus, PendingChange, Workspace
 from webapp.workspaces.services import workspace_for_query
-from webapp.workspaces.waiting import WaitingPayload
+from webapp.workspaces.waiting import Waiting, WaitingPayload, waiting_from_sources
 
 MAX_LISTED = 200
 MAX_WAITING_LISTED = 100
@@ -110,11 +110,20 @@ def changes_waiting_for_user(user: User | AnonymousUser) -> list[PendingChange]:
 
 
 def changes_waiting_summary(user: User | AnonymousUser) -> WaitingPayload:
+    """The one count of what waits for the person's decision (the header, the Review page,
+    the websocket): their changes waiting for Keep or Discard, and what other apps add (a
+    rest action's effect waiting for Keep or Undo). One thing links to its page; several to
+    the page listing them (the Review page lists all kinds)."""
     waiting = changes_waiting_for_user(user)
-    if len(waiting) == 1:
-        # One change: straight to it on its query's page.
-        query_id = waiting[0].run.query_id
-        url = reverse("queries:query-detail", args=[query_id]) + "#pending-change"
-    else:
-        url = reverse("history:list") + "?waiting=1"
-    return WaitingPayload(type="waiting", count=len(waiting), url=url)
+    changes = Waiting(
+        urls=[
+            reverse("queries:query-detail", args=[change.run.query_id]) + "#pending-change"
+            for change in waiting
+        ],
+        list_url=reverse("history:list") + "?waiting=1",
+    )
+    others = waiting_from_sources(user) if user.is_authenticated else []  # type: ignore[arg-type]
+    kinds = [found for found in (changes, *others) if found.urls]
+    count = sum(len(found.urls) for found in kinds)
+    url = kinds[0].urls[0] if count == 1 else (kinds[-1] if kinds else changes).list_url
+    return WaitingPayload(type="waiting", count=count, url=url)

@@ -6,8 +6,11 @@ re-reads its own person's count: an event carries nothing of anyone's changes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal, TypedDict
 
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from webapp.runs.publish import publish_group_event
@@ -25,6 +28,30 @@ class WaitingMovedEvent(TypedDict):
     """Channel-layer event (handled by WaitingConsumer.waiting_moved): re-read the count."""
 
     type: Literal["waiting.moved"]
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Things of one kind waiting for their owner's decision: each one's page (oldest first),
+    and the page that lists them all."""
+
+    urls: list[str]
+    list_url: str
+
+
+# Other apps' things that wait for their owner as a change does (a rest action whose effect
+# stands until Keep or Undo: webapp.actions), added in their AppConfig.ready: this app cannot
+# import them, they import it.
+_sources: list[Callable[[User], Waiting]] = []
+
+
+def waiting_source_add(source: Callable[[User], Waiting]) -> None:
+    if source not in _sources:
+        _sources.append(source)
+
+
+def waiting_from_sources(user: User) -> list[Waiting]:
+    return [source(user) for source in _sources]
 
 
 def waiting_group(user_id: int) -> str:

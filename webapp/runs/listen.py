@@ -23,6 +23,9 @@ from webapp.runs.publish import bind_consumer_loop
 
 logger = logging.getLogger(__name__)
 
+# A layer call that takes longer than this is given up: the safety re-read ends the wait.
+LAYER_TIMEOUT_S = 2.0
+
 Wake = Callable[[dict[str, Any]], bool]
 
 
@@ -54,9 +57,10 @@ class RunEvents:
                 # The in-memory layer's queues belong to one loop: publishers hand events to
                 # the loop the listeners run on, this one (as websocket consumers do).
                 bind_consumer_loop()
-                self._channel = await self._layer.new_channel()
-                self._receiver = asyncio.create_task(self._receive(self._channel))
-            await self._layer.group_add(group, self._channel)
+                channel = await asyncio.wait_for(self._layer.new_channel(), LAYER_TIMEOUT_S)
+                self._channel = channel
+                self._receiver = asyncio.create_task(self._receive(channel))
+            await asyncio.wait_for(self._layer.group_add(group, self._channel), LAYER_TIMEOUT_S)
         except Exception as exc:  # no layer: the safety re-read still ends the wait
             logger.warning("run events unavailable", extra={"run_id": run_id, "error": repr(exc)})
             return False
@@ -83,14 +87,17 @@ class RunEvents:
         self._arrived.clear()
 
     async def close(self) -> None:
+        """Leave the groups and stop receiving, each given LAYER_TIMEOUT_S at most: the answer
+        is ready, and a layer that does not answer must not hold it back."""
         if self._receiver is not None:
             self._receiver.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._receiver
+            await asyncio.wait({self._receiver}, timeout=LAYER_TIMEOUT_S)
         if self._layer is not None and self._channel is not None:
             for group in self._groups:
                 with contextlib.suppress(Exception):
-                    await self._layer.group_discard(group, self._channel)
+                    await asyncio.wait_for(
+                        self._layer.group_discard(group, self._channel), LAYER_TIMEOUT_S
+                    )
 
 
 @contextlib.asynccontextmanager

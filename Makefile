@@ -140,6 +140,7 @@ bench: $(VENV)/.installed-dev sandbox | test-prereqs
 	$(PY) tests/bench/bench_db.py
 	$(PY) tests/bench/bench_sessions.py
 	$(PY) tests/bench/bench_cli.py
+	$(PY) tests/bench/bench_actions.py
 
 # Undoable beside llm-sandbox, epicbox and `docker run` (issue 18), in a venv of its own, with an
 # image built FROM the local sandbox image (no pulls); not part of `make test` or CI.

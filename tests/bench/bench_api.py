@@ -156,6 +156,14 @@ def served() -> Iterator[tuple[int, str]]:
 @contextmanager
 def served_for(users: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
     """As served(), with a user and a token for each name: (port, name -> token)."""
+    with served_env(users) as (port, tokens, _):
+        yield port, tokens
+
+
+@contextmanager
+def served_env(users: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str], dict[str, str]]]:
+    """As served_for(), with the environment the server runs in (for more manage.py calls on
+    its database): (port, name -> token, env)."""
     var = tempfile.mkdtemp(prefix="undoable-bench-")
     env = {
         **os.environ,
@@ -175,7 +183,7 @@ def served_for(users: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
     port = free_port()
     server = SERVERS[port] = start_server(env, port)
     try:
-        yield port, tokens
+        yield port, tokens, env
     finally:
         del SERVERS[port]
         server.terminate()

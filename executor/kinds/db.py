@@ -96,7 +96,7 @@ class PendingDb:
 
     def __init__(
         self,
-        session: db_engines.DbSession,
+        session: db_process.DbProcess,
         target: Target,
         reservation: Reservation | None,
         copy: Path | None,
@@ -113,6 +113,10 @@ class PendingDb:
     @property
     def open(self) -> bool:
         return self._open
+
+    @property
+    def session(self) -> db_process.DbProcess:
+        return self._session
 
     def keep(self) -> None:
         """Commit; for SQLite, install the committed copy in the workspace."""
@@ -168,11 +172,25 @@ class DbJob(Job):
         mounts: tuple[Mount, ...],
         broker: ServedBroker,
         pending: PendingDb,
+        program: _Program,
     ) -> None:
         super().__init__(spec, limits, mounts)
         self._broker = broker
         self._pending = pending
+        self._program = program
         self.finished = False
+
+    @property
+    def session(self) -> db_process.DbProcess:
+        """The db process holding the transaction (a rehearsal marks and compares states)."""
+        return self._pending.session
+
+    def then(self, spec: RunSpec) -> DbJob:
+        """A job for another program on the same held transaction (a rehearsal's reverse
+        program after its forward one): after finish() left the transaction open."""
+        if not self.finished or not self._pending.open:
+            raise RuntimeError("then() follows a finished job whose transaction is still open")
+        return self._program.job(spec, self.limits, self._pending)
 
     def finish(self, result: RunResult | None) -> DbOutcome:
         """The sandbox ended: stop serving it; a successful run leaves its transaction open."""
@@ -187,6 +205,23 @@ class DbJob(Job):
             message = "The run did not succeed; the transaction was rolled back."
             return DbOutcome(None, self._broker.log, message)
         return DbOutcome(self._pending, self._broker.log, "")
+
+
+@dataclass(frozen=True)
+class _Program:
+    """What each program served on one held transaction needs: its control folder (the
+    broker's socket, the client, the code), whom the socket admits, what env it never gets."""
+
+    folder: Path
+    owner_uid: int | None
+    hide_env: tuple[str, ...]
+
+    def job(self, spec: RunSpec, limits: Limits, pending: PendingDb) -> DbJob:
+        broker = pending.session.serve(self.folder / "db.sock", uid=self.owner_uid)
+        (self.folder / "user.py").write_text(spec.code)
+        env = {k: v for k, v in spec.env.items() if k not in self.hide_env}
+        runner = dataclasses.replace(spec, code=_RUNNER, language="python", env=env)
+        return DbJob(runner, limits, (Mount(self.folder, CONTROL_DIR),), broker, pending, self)
 
 
 @contextlib.contextmanager
@@ -204,6 +239,7 @@ def prepared(
     memory_mib: int = db_process.DEFAULT_MEMORY_MIB,
     caps: DbCaps | None = None,
     owner: str = "",
+    repeatable_read: bool = False,
 ) -> Iterator[DbJob]:
     """Open the host's transaction and the broker; yield the sandbox's job.
 
@@ -214,11 +250,11 @@ def prepared(
     (executor/kinds/db_process.py) with `memory_mib` for its statements; `caps` (default: a slot
     folder in `control_base`) bounds how many such processes the host and `owner` hold at once.
     Leaving the block without `job.finish()` rolls back and frees everything.
+    `repeatable_read`: PostgreSQL's transaction keeps one snapshot (a rehearsal's).
     """
     folder = run_socket.control_folder(control_base, prefix="db-", uid=owner_uid)
     reservation: Reservation | None = None
     session: db_process.DbProcess | None = None
-    broker: ServedBroker | None = None
     job: DbJob | None = None
     common = {"wall_time_s": limits.wall_time_s, "memory_bytes": memory_mib << 20}
     # First, before any copying: a full cap refuses the run at once (DbProcessesFull).
@@ -244,19 +280,18 @@ def prepared(
             engine = target.engine
             opening = {"url": target.url, "allow_private": allow_private}
         slots_handed = True  # the db process frees them from now on, also when it fails
+        if repeatable_read:
+            opening["repeatable_read"] = True
         session = db_process.start(engine, common | opening, slots=slots)
-        broker = session.serve(folder / "db.sock", uid=owner_uid)
         (folder / "undoable_db.py").write_text(_CLIENT.read_text())
-        (folder / "user.py").write_text(spec.code)
-        env = {k: v for k, v in spec.env.items() if k not in hide_env}
-        runner = dataclasses.replace(spec, code=_RUNNER, language="python", env=env)
         pending = PendingDb(session, target, reservation, copy, owner_uid)
-        job = DbJob(runner, limits, (Mount(folder, CONTROL_DIR),), broker, pending)
+        program = _Program(folder, owner_uid, hide_env)
+        job = program.job(spec, limits, pending)
         yield job
     finally:
         if job is None or not job.finished:
-            if broker is not None:
-                broker.stop()
+            if job is not None:
+                job._broker.stop()
             if session is not None:
                 with contextlib.suppress(Exception):
                     session.close()

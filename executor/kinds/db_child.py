@@ -39,10 +39,11 @@ from typing import Any
 
 from executor.kinds import db_wire
 from executor.kinds.db_broker import DbBroker
-from executor.kinds.db_mariadb import open_mariadb
-from executor.kinds.db_postgres import open_postgres
-from executor.kinds.db_sqlite import open_sqlite
-from executor.kinds.db_values import DbSession, Params, Reply
+from executor.kinds.db_digest import DbState, compare
+from executor.kinds.db_mariadb import MariaDbSession, open_mariadb
+from executor.kinds.db_postgres import PostgresSession, open_postgres
+from executor.kinds.db_sqlite import SqliteSession, open_sqlite
+from executor.kinds.db_values import Params, Reply
 from executor.kinds.errors import StatementFailed, StatementRefused, TransactionError
 from executor.kinds.netpolicy import EgressRefused
 
@@ -87,9 +88,10 @@ def _parent_gone() -> None:
 class _Server:
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
-        self._session: DbSession | None = None
+        self._session: _Explained | None = None
         self._limits: dict[str, Any] = {}
         self._broker: DbBroker | None = None
+        self._marks: dict[str, DbState] = {}  # a rehearsal's states, kept here (they can be large)
 
     def cancel(self) -> None:
         session = self._session
@@ -141,6 +143,13 @@ class _Server:
                 return session.execute(message["sql"], message.get("params")).message()
             elif op == "executemany":
                 return session.executemany(message["sql"], message["seq"]).message()
+            elif op == "mark":
+                self._marks[str(message["name"])] = self._state()
+            elif op == "compare":
+                since = self._marks.get(str(message["since"]))
+                if since is None:
+                    raise TransactionError("no state was marked under that name")
+                return {"ok": True, "verdict": compare(since, self._state())}
             elif op == "commit":
                 session.commit()
             elif op == "rollback":
@@ -154,6 +163,11 @@ class _Server:
         except (StatementRefused, StatementFailed, TransactionError, EgressRefused) as exc:
             kind = next(name for cls, name in _ERRORS if isinstance(exc, cls))
             return {"ok": False, "kind": kind, "error": str(exc)}
+
+    def _state(self) -> DbState:
+        if self._session is None:
+            raise TransactionError("the database session is not open")
+        return self._session.state()
 
     def _stop_serving(self) -> dict[str, Any]:
         broker, self._broker = self._broker, None
@@ -176,7 +190,7 @@ class _Server:
             _place_sqlite_temp_files(str(message["temp_dir"]))
         if message.get("memory_bytes"):
             _limit_memory(int(message["memory_bytes"]))
-        session: DbSession
+        session: SqliteSession | PostgresSession | MariaDbSession
         if message["engine"] == "sqlite":
             end = time.monotonic() + float(message["wall_time_s"])
             session = open_sqlite(
@@ -184,9 +198,15 @@ class _Server:
                 max_bytes=int(message["max_bytes"]),
                 deadline=lambda: end,
             )
-        elif message["engine"] in ("postgres", "mariadb"):
-            opener = open_postgres if message["engine"] == "postgres" else open_mariadb
-            session = opener(
+        elif message["engine"] == "postgres":
+            session = open_postgres(
+                str(message["url"]),
+                allow_private=bool(message["allow_private"]),
+                statement_timeout_s=float(message["wall_time_s"]),
+                repeatable_read=bool(message.get("repeatable_read")),
+            )
+        elif message["engine"] == "mariadb":
+            session = open_mariadb(
                 str(message["url"]),
                 allow_private=bool(message["allow_private"]),
                 statement_timeout_s=float(message["wall_time_s"]),
@@ -230,7 +250,11 @@ class _Explained:
     """The session, with each failed statement's message naming the limit it ran into: the
     broker's statements (from the sandbox) and the web process's alike."""
 
-    def __init__(self, session: DbSession, explain: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        session: SqliteSession | PostgresSession | MariaDbSession,
+        explain: Callable[[str], str],
+    ) -> None:
         self.engine = session.engine
         self._session, self._explain = session, explain
 
@@ -257,6 +281,11 @@ class _Explained:
 
     def close(self) -> None:
         self._session.close()
+
+    def state(self) -> DbState:
+        if isinstance(self._session, MariaDbSession):
+            raise TransactionError("a rehearsal reads SQLite and PostgreSQL states, not MariaDB's")
+        return self._session.state()
 
     def cancel(self) -> None:
         self._session.cancel()

@@ -37,6 +37,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.string import TextLoader
 
 from executor.kinds import netpolicy
+from executor.kinds.db_digest import DbState, postgres_state
 from executor.kinds.db_values import (
     Params,
     Reply,
@@ -104,12 +105,14 @@ def open_postgres(
     statement_timeout_s: float,
     max_rows: int = 10_000,
     max_reply_bytes: int = 4 << 20,
+    repeatable_read: bool = False,
 ) -> PostgresSession:
     """A session on a PostgreSQL server, connected to the address netpolicy checked.
 
     Raises EgressRefused for a refused address, StatementRefused for a URL it will not use,
     TransactionError when the server cannot be reached or refuses the login. No message
-    carries the URL's password.
+    carries the URL's password. `repeatable_read`: the transaction sees one snapshot
+    throughout (a rehearsal's, whose before and after other sessions' commits must not move).
     """
     try:
         info = conninfo_to_dict(url)
@@ -152,6 +155,8 @@ def open_postgres(
         except (psycopg.Error, ValueError) as exc:
             last = _scrub(str(exc), secret)
             continue
+        if repeatable_read:  # before the session's first statement begins the transaction
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         return PostgresSession(conn, secret, max_rows, max_reply_bytes)
     raise TransactionError(f"cannot connect to the database: {last}")
 
@@ -370,6 +375,19 @@ class PostgresSession:
     def _usable(self) -> None:
         if self._broken is not None:
             raise StatementFailed(self._broken)
+
+    def state(self) -> DbState:
+        """The tables and sequences as this transaction sees them (db_digest); a failure to
+        read them undoes only the reading, and the transaction stays as it was."""
+        self._usable()
+        try:
+            with self._on_connection():
+                return postgres_state(self._conn)
+        except psycopg.Error as exc:
+            with self._on_connection(), psycopg.RawCursor(self._conn) as cur:
+                self._undo_statement(cur, _pg_message(exc))
+            message = _scrub(_pg_message(exc), self._secret)
+            raise TransactionError(f"the database's state cannot be read: {message}") from None
 
     def commit(self) -> None:
         self._usable()

@@ -159,6 +159,26 @@ class DbProcess:
     def rollback(self) -> None:
         self._call({"op": "rollback"}, TransactionError)
 
+    def mark(self, name: str) -> None:
+        """Have the child read the database's state now and keep it as `name` (db_digest);
+        it stays in the child, which can hold a large table's row hashes under its limits."""
+        self._call({"op": "mark", "name": name}, TransactionError)
+
+    def compare(self, since: str) -> dict[str, Any]:
+        """The state now against the one marked `since`: {restored, diff, counters, before,
+        after}, checked for shape."""
+        verdict = self._call({"op": "compare", "since": since}, TransactionError).get("verdict")
+        if not (
+            isinstance(verdict, dict)
+            and type(verdict.get("restored")) is bool
+            and isinstance(verdict.get("diff"), list)
+            and isinstance(verdict.get("counters"), dict)
+            and type(verdict.get("before")) is str
+            and type(verdict.get("after")) is str
+        ):
+            raise TransactionError("the database process sent a state comparison out of shape")
+        return verdict
+
     def cancel(self) -> None:
         """Ask the child to stop its running statement: a signal, out of band of the socket
         (Popen signals only a child it has not reaped, so never a reused pid)."""

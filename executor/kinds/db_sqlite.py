@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from executor.kinds.db_digest import DbState, sqlite_state
 from executor.kinds.db_values import (
     Params,
     Reply,
@@ -209,6 +210,18 @@ class SqliteSession:
             raise StatementFailed(self._broken)
         if not self._conn.in_transaction:
             raise StatementFailed("the transaction has ended")
+
+    def state(self) -> DbState:
+        """The copy's tables and counters as they stand in the transaction (db_digest), read
+        by the host (past the authorizer, never interrupted)."""
+        self._usable()
+        self._host = threading.get_ident()
+        try:
+            return sqlite_state(self._conn)
+        except sqlite3.Error as exc:
+            raise TransactionError(f"the database's state cannot be read: {exc}") from None
+        finally:
+            self._host = None
 
     def commit(self) -> None:
         if self._broken is not None or not self._conn.in_transaction:

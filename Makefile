@@ -138,6 +138,7 @@ bench: $(VENV)/.installed-dev sandbox | test-prereqs
 	$(PY) tests/bench/bench_web_fairness.py
 	$(PY) tests/bench/bench_stream.py
 	$(PY) tests/bench/bench_db.py
+	$(PY) tests/bench/bench_rehearsal.py
 	$(PY) tests/bench/bench_sessions.py
 	$(PY) tests/bench/bench_cli.py
 	$(PY) tests/bench/bench_actions.py

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from executor.kinds.fs import prepared as fs_prepared
     from executor.kinds.fs_tree import kept_mode
     from executor.kinds.fs_walk import DIR_FLAGS, open_regular, parent_of, remove_at, remove_tree
+    from executor.kinds.rehearsal import Rehearsal, rehearse_db, rehearse_fs
     from executor.kinds.sandbox import sandbox_host_uid
     from executor.quota import unmount as quota_unmount
     from executor.sessions.config import SessionConfig
@@ -70,6 +71,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "OUTPUT_ENV": ("executor.images", "OUTPUT_ENV"),
     "PendingDb": ("executor.kinds.db", "PendingDb"),
     "PostgresTarget": ("executor.kinds.db", "PostgresTarget"),
+    "Rehearsal": ("executor.kinds.rehearsal", "Rehearsal"),
     "ServerTarget": ("executor.kinds.db", "ServerTarget"),
     "Reservation": ("executor.kinds.fs", "Reservation"),
     "Session": ("executor.sessions.manager", "Session"),
@@ -88,6 +90,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "open_regular": ("executor.kinds.fs_walk", "open_regular"),
     "parent_of": ("executor.kinds.fs_walk", "parent_of"),
     "quota_unmount": ("executor.quota", "unmount"),
+    "rehearse_db": ("executor.kinds.rehearsal", "rehearse_db"),
+    "rehearse_fs": ("executor.kinds.rehearsal", "rehearse_fs"),
     "remove_at": ("executor.kinds.fs_walk", "remove_at"),
     "remove_tree": ("executor.kinds.fs_walk", "remove_tree"),
     "sandbox_host_uid": ("executor.kinds.sandbox", "sandbox_host_uid"),
@@ -116,6 +120,7 @@ __all__ = [
     "OutputChunk",
     "PendingDb",
     "PostgresTarget",
+    "Rehearsal",
     "Reservation",
     "RunResult",
     "RunSpec",
@@ -142,6 +147,8 @@ __all__ = [
     "open_regular",
     "parent_of",
     "quota_unmount",
+    "rehearse_db",
+    "rehearse_fs",
     "remove_at",
     "remove_tree",
     "run",

@@ -24,6 +24,7 @@ from ninja import Router, Schema
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from webapp.actions import output, services
+from webapp.actions.classes import CLASSES
 from webapp.actions.limits import LimitExceeded, token_limits
 from webapp.actions.requests import ActionRequest
 from webapp.actions.selectors import action_list_for_user, get_action_for_user
@@ -94,6 +95,9 @@ class ActionIn(BaseModel):
     workspace: int | None = None
     db: DbTarget | None = None
     timeout_s: float | int | None = None
+    # true: rehearse on a throwaway copy first, run for real only if the reverse program
+    # restores the state; "only": rehearse and stop (fs and db actions).
+    rehearse: bool | Literal["only"] = False
 
     @field_validator("credentials")
     @classmethod
@@ -128,6 +132,9 @@ class ActionOut(Schema):
     exit_code: int | None
     error: str
     reverse: dict | None  # type: ignore[type-arg]
+    # {restored, message, diff, counters, before, after, seconds, code, stale[, stopped]}
+    rehearsal: dict | None  # type: ignore[type-arg]
+    class_: Literal[CLASSES] = Field(alias="class")  # type: ignore[valid-type]
 
 
 class ActionListOut(Schema):
@@ -155,6 +162,7 @@ def action_request(payload: ActionIn) -> ActionRequest:
         sqlite=payload.db.sqlite if payload.db else None,
         postgres=payload.db.credential if payload.db else None,
         wall_time_s=None if payload.timeout_s is None else float(payload.timeout_s),
+        rehearse=payload.rehearse,
     )
 
 

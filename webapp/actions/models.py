@@ -33,6 +33,10 @@ class Action(models.Model):
     # When its token was revoked while it waited: fs/db changes were discarded then, a rest
     # action expired (its effect stands).
     token_revoked_at = models.DateTimeField(null=True, blank=True)
+    # The last rehearsal's verdict (executor.Rehearsal.as_json): {restored, message, diff,
+    # counters, before, after, seconds, code}; `code` is a digest of the programs it rehearsed,
+    # so a page can tell a verdict about older code (stale).
+    rehearsal = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

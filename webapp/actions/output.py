@@ -17,6 +17,8 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 
 from webapp.actions import services
+from webapp.actions.classes import action_class
+from webapp.actions.rehearsals import rehearsal_for
 from webapp.actions.state import action_state, change_json
 from webapp.agents.exec_services import in_pool
 from webapp.queries.models import Query
@@ -112,6 +114,8 @@ def action_json(query: Query) -> dict[str, Any]:
         "exit_code": state.forward.exit_code if state.forward else None,
         "error": state.reason,
         "reverse": reverse,
+        "rehearsal": rehearsal_for(query),
+        "class": action_class(query),
     }
 
 

@@ -26,6 +26,9 @@ class ActionRequest:
     # scheme picks the engine); the API's "db": {"url": ...}, named before MariaDB came.
     postgres: str | None = None
     wall_time_s: float | None = None  # the forward run's, below the server's cap
+    # True: rehearse first, run for real only when the reverse program restores the state;
+    # "only": rehearse and stop (webapp.actions.rehearsals).
+    rehearse: bool | str = False
 
     def digest(self) -> str:
         """What the Idempotency-Key stands for: everything but the credential values."""

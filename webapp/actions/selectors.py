@@ -8,7 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
@@ -25,15 +25,16 @@ from webapp.workspaces.selectors import changes_waiting_for_user
 from webapp.workspaces.waiting import Waiting
 
 MAX_LISTED = 100
+# A query is an action once it ran forward, or once the API made it (rehearse "only" runs none).
+_IS_ACTION = Q(runs__direction=RunDirection.FORWARD) | Q(action__isnull=False)
 
 
 def get_action_for_user(user: User | AnonymousUser, action_id: int) -> Query:
-    """The user's own query that ran (an action, made here or in the browser), or Http404."""
+    """The user's own query that ran (an action, made here or in the browser) or that the API
+    made and only rehearsed, or Http404."""
     if not user.is_authenticated:
         raise Http404("No such action")
-    found = Query.objects.filter(
-        pk=action_id, owner=user, runs__direction=RunDirection.FORWARD
-    ).first()
+    found = Query.objects.filter(_IS_ACTION, pk=action_id, owner=user).first()
     if found is None:
         raise Http404("No such action")
     return found
@@ -44,7 +45,7 @@ def action_list_for_user(
 ) -> list[dict[str, Any]]:
     """The user's latest actions (newest first), filtered by status, kind and the prefix of
     the token that made them."""
-    queries = Query.objects.filter(owner=user, runs__direction=RunDirection.FORWARD).distinct()
+    queries = Query.objects.filter(_IS_ACTION, owner=user).distinct()
     if kind:
         queries = queries.filter(kind=kind)
     if token:

@@ -19,6 +19,13 @@ from django.utils import timezone
 from webapp import lifecycle
 from webapp.actions.limits import limits_check, review_check
 from webapp.actions.models import Action
+from webapp.actions.rehearsals import (
+    ONLY_REASON,
+    RehearsalRefused,
+    action_rehearse,
+    rehearsal_possible,
+    rehearsal_stop,
+)
 from webapp.actions.requests import ActionRequest
 from webapp.actions.state import ActionState, action_state, rest_deadline
 from webapp.agents.models import ApiToken
@@ -68,6 +75,8 @@ def action_create(
             validate_relative_path(request.sqlite)
         except InvalidSpec as exc:
             raise ActionRefused(400, f"db.sqlite: {exc}") from None
+    if request.rehearse:
+        rehearsal_check(request.kind, request.reverse_code)
     try:
         with transaction.atomic():
             limits_check(token=token, request=request)  # LimitExceeded: nothing is saved
@@ -93,7 +102,10 @@ def action_create(
             if workspace is not None:
                 workspaces.workspace_attach(query=query, workspace=workspace)
                 _db_target(workspace, request)
-            query_run(query=query, credentials=request.credentials, wall_time_s=request.wall_time_s)
+            if not request.rehearse:
+                query_run(
+                    query=query, credentials=request.credentials, wall_time_s=request.wall_time_s
+                )
     except CredentialsMissing as exc:  # a credential given empty: the whole request is undone
         raise ActionRefused(400, _given_again(exc)) from None
     except IntegrityError:
@@ -103,7 +115,42 @@ def action_create(
             raise
         return earlier, False
     logger.info("action created", extra={"query_id": query.pk, "kind": request.kind})
+    if request.rehearse:
+        _rehearsed_first(query, request)
     return query, True
+
+
+def rehearsal_check(kind: str, reverse_code: str) -> None:
+    """ActionRefused 400 unless an action of `kind` with this reverse program can be rehearsed."""
+    try:
+        rehearsal_possible(kind, reverse_code)
+    except RehearsalRefused as exc:
+        raise ActionRefused(exc.status, f"rehearse: {exc.message}") from None
+
+
+def _rehearsed_first(query: Query, request: ActionRequest) -> None:
+    """Rehearse, then run for real only when asked and the reverse program restores the state;
+    otherwise the action ends with the rehearsal, saying why (action_state)."""
+    try:
+        verdict = action_rehearse(
+            query=query, credentials=request.credentials, wall_time_s=request.wall_time_s
+        )
+    except RehearsalRefused as exc:
+        rehearsal_stop(query=query, why=f"Not run: the rehearsal could not start ({exc.message}).")
+        return
+    if request.rehearse == "only":
+        rehearsal_stop(query=query, why=ONLY_REASON)
+    elif not verdict["restored"]:
+        rehearsal_stop(
+            query=query,
+            why=f"Not run: the rehearsal says the reverse program does not restore the state "
+            f"({verdict['message']}).",
+        )
+    else:
+        try:
+            query_run(query=query, credentials=request.credentials, wall_time_s=request.wall_time_s)
+        except CredentialsMissing as exc:
+            rehearsal_stop(query=query, why=_given_again(exc))
 
 
 def _earlier(owner: User, key: str, digest: str) -> Query | None:

@@ -121,7 +121,7 @@ def action_state_from(query: Query, rows: StateRows) -> ActionState:
     which callers select_related)."""
     forward, reverse = rows.forward, rows.reverse
     if forward is None:
-        return ActionState("queued", "", None, None, None)
+        return _before_forward(query)
     change = rows.changes.get(forward.pk)
     if reverse is not None and reverse.created_at < forward.created_at:
         reverse = None  # undid an earlier forward run (a query re-run in the browser)
@@ -166,6 +166,17 @@ def action_state_from(query: Query, rows: StateRows) -> ActionState:
         expired = timezone.now() >= rest_deadline(forward)
         return state("expired", EXPIRED_REASON) if expired else state("pending")
     return state("succeeded")
+
+
+def _before_forward(query: Query) -> ActionState:
+    """No forward run yet: queued, unless its rehearsal ended it (webapp.actions.rehearsals):
+    `rehearse: "only"` is a change thrown away unmade, a failed rehearsal a refusal."""
+    action = getattr(query, "action", None)
+    stopped = (action.rehearsal or {}).get("stopped") if action is not None else None
+    if not stopped:
+        return ActionState("queued", "", None, None, None)
+    status = "discarded" if stopped.startswith("Rehearsal only") else "failed"
+    return ActionState(status, stopped, None, None, None)
 
 
 def change_json(query: Query, state: ActionState, stdout: str) -> Any:

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
@@ -37,6 +38,7 @@ from executor import (
 )
 from webapp import lifecycle
 from webapp.executor_glue import ensure_executor
+from webapp.queries.models import Query
 from webapp.runs.jobs import KindJob
 from webapp.runs.models import Run
 from webapp.workspaces import decisions
@@ -69,33 +71,45 @@ def db_caps() -> DbCaps:
     )
 
 
-@contextlib.contextmanager
-def db_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
-    workspace = workspace_for_query(run.query)
+def db_target(query: Query, env: dict[str, str]) -> tuple[DbTarget, str]:
+    """The database a db query works on, and the credential naming it: a server (PostgreSQL,
+    MariaDB/MySQL) when the workspace's URL credential has a value in `env`, else the
+    workspace's SQLite file."""
+    workspace = workspace_for_query(query)
     url_env = workspace.postgres_url_credential
-    url = spec.env.get(url_env, "")
-    target: DbTarget
+    url = env.get(url_env, "")
     if url:
         # The URL's scheme picks the engine (postgresql://, mysql://, mariadb://); an unknown
         # one is refused here, before anything is held, with a message that names no secret.
-        target = ServerTarget(url=url)
-        engine = target.engine
-    else:
-        target = SqliteTarget(workspace=workspace_fs(workspace), path=workspace.sqlite_path)
-        engine = "sqlite"
+        return ServerTarget(url=url), url_env
+    return SqliteTarget(workspace=workspace_fs(workspace), path=workspace.sqlite_path), url_env
+
+
+def db_options(query: Query, limits: Limits, url_env: str) -> dict[str, Any]:
+    """What each db lifecycle of `query` is prepared with beside its spec, target and run id
+    (db_prepared; a rehearsal's too)."""
+    return {
+        "control_base": control_base(),
+        "allow_private": allow_private(),
+        "owner_uid": sandbox_host_uid(ensure_executor()),
+        "max_db_bytes": limits.workdir_quota_mib * 1024 * 1024,
+        "hide_env": (url_env,),
+        "memory_mib": settings.UNDOABLE_DB_MEMORY_MIB,
+        "caps": db_caps(),
+        "owner": str(query.owner_id),
+    }
+
+
+@contextlib.contextmanager
+def db_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
+    target, url_env = db_target(run.query, spec.env)
+    engine = target.engine if isinstance(target, ServerTarget) else "sqlite"
     with db_prepared(
         spec,
         limits=limits,
         target=target,
-        control_base=control_base(),
         run_id=str(run.pk),
-        allow_private=allow_private(),
-        owner_uid=sandbox_host_uid(ensure_executor()),
-        max_db_bytes=limits.workdir_quota_mib * 1024 * 1024,
-        hide_env=(url_env,),
-        memory_mib=settings.UNDOABLE_DB_MEMORY_MIB,
-        caps=db_caps(),
-        owner=str(run.query.owner_id),
+        **db_options(run.query, limits, url_env),
     ) as job:
         change = PendingChange.objects.create(run=run, kind="db", engine=engine)
 

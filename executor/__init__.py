@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from executor.kinds.fs_walk import DIR_FLAGS, open_regular, parent_of, remove_at, remove_tree
     from executor.kinds.rehearsal import Rehearsal, rehearse_db, rehearse_fs
     from executor.kinds.sandbox import sandbox_host_uid
+    from executor.kinds.undo_check import UndoCheck
     from executor.quota import unmount as quota_unmount
     from executor.sessions.config import SessionConfig
     from executor.sessions.files import FileMissing
@@ -82,6 +83,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "session_root_remove": ("executor.sessions.manager", "session_root_remove"),
     "SqliteTarget": ("executor.kinds.db", "SqliteTarget"),
     "StatementLog": ("executor.kinds.db_broker", "StatementLog"),
+    "UndoCheck": ("executor.kinds.undo_check", "UndoCheck"),
     "WorkspaceBusy": ("executor.kinds.errors", "WorkspaceBusy"),
     "db_prepared": ("executor.kinds.db", "prepared"),
     "egress_prepared": ("executor.kinds.egress", "prepared"),
@@ -133,6 +135,7 @@ __all__ = [
     "ServerTarget",
     "SqliteTarget",
     "StatementLog",
+    "UndoCheck",
     "WorkspaceBusy",
     "caps",
     "close",

@@ -41,6 +41,7 @@ from executor.kinds.db_slots import DbCaps
 from executor.kinds.errors import NothingPending, StatementFailed, TransactionError
 from executor.kinds.fs import FsWorkspace, Reservation
 from executor.kinds.job import Job
+from executor.kinds.undo_check import UndoCheck, checked, file_digest
 from executor.limits import Limits
 from executor.policy.mounts import CONTROL_DIR, Mount
 from executor.result import RunResult
@@ -101,8 +102,13 @@ class PendingDb:
         reservation: Reservation | None,
         copy: Path | None,
         owner_uid: int | None,
+        run_id: str = "",
+        base_digest: str = "",
     ) -> None:
         self._session = session
+        self._run_id = run_id
+        # SQLite: the workspace's file when the run began (undo_check.file_digest).
+        self.base_digest = base_digest
         self._target = target
         self._reservation = reservation
         self._copy = copy
@@ -138,12 +144,18 @@ class PendingDb:
                 self._end()
         logger.info("db change kept", extra={"engine": self._session.engine})
 
-    def undo(self) -> None:
-        """Roll back; the database is as it was before the run."""
+    def undo(self) -> UndoCheck | None:
+        """Roll back; the database is as it was before the run. For SQLite the returned check
+        proves it (the workspace's file when the run began and now; a mismatch is logged as
+        an error); None for PostgreSQL, whose whole state is not read for every run."""
         with self._lock:
             self._check_open()
             self._end()
         logger.info("db change undone", extra={"engine": self._session.engine})
+        if not isinstance(self._target, SqliteTarget):
+            return None
+        now = file_digest(self._target.workspace.root, self._target.path)
+        return checked(self.base_digest, now, what="rollback", run_id=self._run_id)
 
     def _check_open(self) -> None:
         if not self._open:
@@ -262,12 +274,14 @@ def prepared(
     slots_handed = False
     try:
         copy: Path | None = None
+        base_digest = ""
         if isinstance(target, SqliteTarget):
             # Room for the copy and its rollback journal, which can grow as large; SQLite's
             # temporary files (sorts that spill) go in the same folder and share it.
             quota_bytes = 2 * max_db_bytes + (1 << 20)
             reservation = target.workspace.reserve(run_id, quota_bytes=quota_bytes)
             copy = reservation.folder / "database.sqlite3"
+            base_digest = file_digest(target.workspace.root, target.path)
             copy_database_out(target.workspace.root, target.path, copy)
             engine = "sqlite"
             opening = {
@@ -284,7 +298,7 @@ def prepared(
             opening["repeatable_read"] = True
         session = db_process.start(engine, common | opening, slots=slots)
         (folder / "undoable_db.py").write_text(_CLIENT.read_text())
-        pending = PendingDb(session, target, reservation, copy, owner_uid)
+        pending = PendingDb(session, target, reservation, copy, owner_uid, run_id, base_digest)
         program = _Program(folder, owner_uid, hide_env)
         job = program.job(spec, limits, pending)
         yield job

@@ -40,10 +40,11 @@ from executor import quota
 from executor.kinds.errors import NothingPending, WorkspaceBusy, WorkspaceConflict
 from executor.kinds.fs_apply import apply_changes
 from executor.kinds.fs_listing import Listing, listing
-from executor.kinds.fs_tree import Entry, FsChange, copy_tree, diff_entries, scan
+from executor.kinds.fs_tree import Entry, FsChange, copy_tree, diff_entries, scan, state_digest
 from executor.kinds.fs_walk import MAX_ENTRIES, TreeTooLarge, remove_tree
 from executor.kinds.job import Job
 from executor.kinds.sandbox import Mount
+from executor.kinds.undo_check import UndoCheck, checked
 from executor.limits import Limits
 from executor.result import RunResult
 from executor.spec import RunSpec
@@ -218,12 +219,20 @@ class PendingFs:
         logger.info("fs change kept", extra={"run_id": self.run_id, "changes": len(changes)})
         return shown
 
-    def undo(self) -> None:
-        """Discard the run's copy; the workspace was never touched."""
+    def undo(self) -> UndoCheck:
+        """Discard the run's copy; the workspace was never touched, and the returned check
+        proves it (the workspace's digest when the run began and now; a mismatch is logged as
+        an error)."""
         with self.workspace.locked():
-            self._check_current()
+            meta = self._check_current()
             _discard(self.workspace.pending_dir)
+            before = {rel: Entry(**e) for rel, e in meta.get("manifest", {}).items()}
+            try:
+                now = state_digest(scan(self.workspace.root))
+            except TreeTooLarge as exc:  # the workspace itself broke a cap meanwhile
+                now = f"unreadable: {exc}"
         logger.info("fs change undone", extra={"run_id": self.run_id})
+        return checked(state_digest(before), now, what="discard", run_id=self.run_id)
 
     def _check_current(self) -> dict:
         meta = _read_meta(self.workspace.pending_dir)

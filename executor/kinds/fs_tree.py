@@ -8,6 +8,7 @@ capped (executor.kinds.fs_walk), so no tree shape can exhaust the host's stack o
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -22,7 +23,16 @@ EntryKind = Literal["file", "dir", "symlink", "other"]
 Action = Literal["added", "modified", "deleted"]
 _CHUNK = 1 << 20
 
-__all__ = ["Entry", "FsChange", "TreeTooLarge", "copy_tree", "diff_trees", "kept_mode", "scan"]
+__all__ = [
+    "Entry",
+    "FsChange",
+    "TreeTooLarge",
+    "copy_tree",
+    "diff_trees",
+    "kept_mode",
+    "scan",
+    "state_digest",
+]
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,17 @@ def _digest(parent_fd: int, name: str) -> str:
     with os.fdopen(open_regular(parent_fd, name), "rb") as f:
         while block := f.read(_CHUNK):
             h.update(block)
+    return h.hexdigest()
+
+
+def state_digest(entries: dict[str, Entry]) -> str:
+    """One hash of a scanned tree: every path with its type, mode, size, content hash and link
+    target (what a rehearsal and a verified undo compare)."""
+    h = hashlib.sha256()
+    for rel in sorted(entries):
+        e = entries[rel]
+        h.update(json.dumps([safe_text(rel), e.kind, e.mode, e.size, e.digest, e.target]).encode())
+        h.update(b"\n")
     return h.hexdigest()
 
 

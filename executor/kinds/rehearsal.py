@@ -22,8 +22,6 @@ connection holding the transaction), never by anything the programs can reach.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -33,7 +31,7 @@ from typing import Any
 
 from executor.kinds import db, fs
 from executor.kinds.errors import NothingPending
-from executor.kinds.fs_tree import Entry, copy_tree, safe_text, scan
+from executor.kinds.fs_tree import Entry, copy_tree, safe_text, scan, state_digest
 from executor.kinds.fs_walk import remove_tree
 from executor.kinds.job import Job
 from executor.limits import Limits
@@ -72,16 +70,6 @@ class Rehearsal:
             "after": self.after,
             "seconds": round(self.seconds, 3),
         }
-
-
-def fs_state_digest(entries: dict[str, Entry]) -> str:
-    """One hash of a tree's paths with their type, mode, size, content hash and link target."""
-    h = hashlib.sha256()
-    for rel in sorted(entries):
-        e = entries[rel]
-        h.update(json.dumps([safe_text(rel), e.kind, e.mode, e.size, e.digest, e.target]).encode())
-        h.update(b"\n")
-    return h.hexdigest()
 
 
 def fs_compare(before: dict[str, Entry], after: dict[str, Entry]) -> list[dict[str, Any]]:
@@ -195,8 +183,8 @@ def rehearse_fs(
         not diff,
         RESTORED if not diff else f"{len(diff)} path(s) differ after the reverse program",
         diff=diff,
-        before=fs_state_digest(before),
-        after=fs_state_digest(after),
+        before=state_digest(before),
+        after=state_digest(after),
         forward=first,
         reverse=second,
         seconds=time.monotonic() - started,
@@ -263,7 +251,6 @@ __all__ = [
     "Rehearsal",
     "Runner",
     "fs_compare",
-    "fs_state_digest",
     "rehearse_db",
     "rehearse_fs",
 ]

@@ -193,4 +193,5 @@ def change_json(query: Query, state: ActionState, stdout: str) -> Any:
         "deadline": state.change.deadline.isoformat() if state.change.deadline else None,
         "timed_out": state.change.timed_out,
         "entries": state.change.changes,
+        "undo_check": state.change.undo_check,
     }

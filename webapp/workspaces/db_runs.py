@@ -33,6 +33,7 @@ from executor import (
     ServerTarget,
     SqliteTarget,
     StatementLog,
+    UndoCheck,
     db_prepared,
     sandbox_host_uid,
 )
@@ -191,7 +192,7 @@ def hold_transaction(change_id: int, pending: PendingDb, timeout_s: float) -> No
                 break
         else:
             choice = _timeout_claim(change_id)
-        status, message = _apply(pending, choice)
+        status, message, check = _apply(pending, choice)
         timed_out = choice == "timeout" and status == ChangeStatus.DISCARDED
         # The holder settles only the choice it applied: a change the reaper ended meanwhile
         # keeps the reaper's word.
@@ -202,6 +203,7 @@ def hold_transaction(change_id: int, pending: PendingDb, timeout_s: float) -> No
             message=message,
             timed_out=timed_out,
             from_=[asked],
+            undo_check=check.as_json() if check is not None else None,
         )
         logger.info(
             "db change settled", extra={"change_id": change_id, "status": status, "choice": choice}
@@ -230,14 +232,15 @@ def _timeout_claim(change_id: int) -> str:
     return "keep" if status == ChangeStatus.KEEP_REQUESTED else "discard"
 
 
-def _apply(pending: PendingDb, choice: str) -> tuple[str, str]:
+def _apply(pending: PendingDb, choice: str) -> tuple[str, str, UndoCheck | None]:
+    """The change's status and message, and a rollback's verification (SQLite's)."""
     try:
         if choice == "keep":
             pending.keep()
-            return ChangeStatus.KEPT, "Committed."
-        pending.undo()
+            return ChangeStatus.KEPT, "Committed.", None
+        check = pending.undo()
     except ExecutorError as exc:
-        return ChangeStatus.FAILED, f"{exc} The transaction was rolled back."
+        return ChangeStatus.FAILED, f"{exc} The transaction was rolled back.", None
     if choice == "timeout":
-        return ChangeStatus.DISCARDED, TIMEOUT_REASON
-    return ChangeStatus.DISCARDED, "Discarded; the transaction was rolled back."
+        return ChangeStatus.DISCARDED, TIMEOUT_REASON, check
+    return ChangeStatus.DISCARDED, "Discarded; the transaction was rolled back.", check

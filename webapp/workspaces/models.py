@@ -116,6 +116,9 @@ class PendingChange(models.Model):
     # Discarded by the pending timeout rather than by the person (the page says so).
     timed_out = models.BooleanField(default=False)
     message = models.TextField(blank=True)
+    # A verified Discard: {"before", "after", "matched"}, the state's digest when the run began
+    # and after the discard (fs: the workspace; SQLite: the file; executor UndoCheck).
+    undo_check = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

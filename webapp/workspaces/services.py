@@ -164,7 +164,7 @@ def _decide(change: PendingChange, *, keep: bool) -> PendingChange:
             change, ChangeStatus.KEPT, "Applied to the workspace.", from_=[ChangeStatus.PENDING]
         )
     else:
-        pending.undo()
+        change.undo_check = pending.undo().as_json()
         message = "Discarded; the workspace is as before."
         change_set(change, ChangeStatus.DISCARDED, message, from_=[ChangeStatus.PENDING])
     return change
@@ -190,6 +190,7 @@ def change_set(
         updated_at=timezone.now(),
         changes=change.changes,
         deadline=change.deadline,
+        undo_check=change.undo_check,
     ):
         change.refresh_from_db()
         logger.warning(
@@ -238,10 +239,14 @@ def change_settle(
     message: str,
     timed_out: bool = False,
     from_: Collection[str] | None = None,
+    undo_check: dict[str, object] | None = None,
 ) -> None:
-    """The db holder's last word on its change; nothing if the row is gone (run deleted)."""
+    """The db holder's last word on its change (with a rollback's verification, when there is
+    one); nothing if the row is gone (run deleted)."""
     change = PendingChange.objects.filter(pk=change_id).first()
     if change is not None:
+        if undo_check is not None:
+            change.undo_check = undo_check
         change_set(change, status, message, timed_out=timed_out, from_=from_)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from executor.kinds import rehearsal
 from executor.kinds.db import PostgresTarget, SqliteTarget
-from executor.kinds.fs_tree import scan
+from executor.kinds.fs_tree import scan, state_digest
 from executor.kinds.sandbox import sandbox_host_uid
 from executor.spec import RunSpec
 from tests.executor.kinds.undo_pairs import (
@@ -49,7 +49,7 @@ def check(verdict: rehearsal.Rehearsal, pair: dict[str, Any]) -> None:
 @pytest.mark.parametrize("pair", by_kind("fs"))
 def test_fs_pair(backend, limits, place, pair):
     workspace = fs_workspace(place)
-    before = rehearsal.fs_state_digest(scan(workspace.root))
+    before = state_digest(scan(workspace.root))
     verdict = rehearsal.rehearse_fs(
         RunSpec(code=pair["forward"]),
         reverse_for(pair["reverse"]),
@@ -61,7 +61,7 @@ def test_fs_pair(backend, limits, place, pair):
     )
     check(verdict, pair)
     # The real workspace was only read, and nothing of the rehearsal is left behind.
-    assert rehearsal.fs_state_digest(scan(workspace.root)) == before
+    assert state_digest(scan(workspace.root)) == before
     assert verdict.before == before
     assert workspace.pending() is None
 

@@ -129,3 +129,11 @@ def test_every_action_carries_its_class(owner):
     Query.objects.filter(pk=fs["id"]).update(reversible=False)
     listed = {a["id"]: a["class"] for a in owner.get("/api/v1/actions").json()["actions"]}
     assert listed[fs["id"]] == "irreversible"
+
+
+def test_a_discard_records_the_digests_before_the_run_and_after_it(owner):
+    action = create(owner, {"kind": "fs", "forward_code": ADD})
+    discarded = owner.post(f"/api/v1/actions/{action['id']}/discard", {}).json()
+    check = discarded["change"]["undo_check"]
+    assert check["matched"] is True
+    assert check["before"] == check["after"]

@@ -48,6 +48,21 @@ def rehearsal_for(query: Query) -> dict[str, Any] | None:
     return {**verdict, "stale": verdict.get("code") != code_digest(query)}
 
 
+def diff_lines(verdict: dict[str, Any]) -> list[str]:
+    """The verdict's differences, one line each, as the query page shows them."""
+    lines = []
+    for item in verdict.get("diff") or []:
+        text = f"{item.get('path') or item.get('table')}: {item.get('change')}"
+        if item.get("what"):
+            text += f" ({', '.join(item['what'])})"
+        if item.get("missing_rows"):
+            text += f" missing {'; '.join(item['missing_rows'])}"
+        if item.get("extra_rows"):
+            text += f" extra {'; '.join(item['extra_rows'])}"
+        lines.append(text)
+    return lines
+
+
 def rehearsal_possible(kind: str, reverse_code: str) -> None:
     """RehearsalRefused (400) unless `kind` has a copy to rehearse on and there is a reverse
     program."""

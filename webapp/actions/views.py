@@ -6,14 +6,17 @@ browser for the credentials it needs."""
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from webapp.actions import services
+from webapp.actions import rehearsals, services
 from webapp.actions.selectors import get_action_for_user, review_inbox_for_user
+from webapp.queries.selectors import get_query_for_user
 
 
 @login_required
@@ -47,3 +50,25 @@ def review_keep(request: HttpRequest, query_id: int) -> HttpResponse:
     if error:
         messages.error(request, error)
     return redirect("actions:review")
+
+
+@login_required
+@require_POST
+def query_rehearse(request: HttpRequest, query_id: int) -> HttpResponse:
+    """The query page's Rehearse: its saved code on a throwaway copy, with the credentials this
+    browser holds for it (for this request only); the verdict as JSON, or {"error"}."""
+    query = get_query_for_user(request.user, query_id)
+    try:
+        body = json.loads(request.body or b"{}")
+        credentials = body.get("credentials") or {}
+        if not isinstance(credentials, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in credentials.items()
+        ):
+            raise ValueError
+    except (ValueError, AttributeError):
+        return JsonResponse({"error": 'the body is {"credentials": {"NAME": "value"}}'}, status=400)
+    try:
+        verdict = rehearsals.action_rehearse(query=query, credentials=credentials)
+    except rehearsals.RehearsalRefused as exc:
+        return JsonResponse({"error": exc.message}, status=exc.status)
+    return JsonResponse(verdict)

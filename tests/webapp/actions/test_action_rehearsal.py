@@ -6,8 +6,9 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from django.urls import reverse
 
-from webapp.actions import rehearsals
+from webapp.actions import rehearsals, views
 from webapp.queries.models import Query
 from webapp.runs.models import Run
 from webapp.workspaces.models import Workspace
@@ -137,3 +138,37 @@ def test_a_discard_records_the_digests_before_the_run_and_after_it(owner):
     check = discarded["change"]["undo_check"]
     assert check["matched"] is True
     assert check["before"] == check["after"]
+
+
+def test_the_query_page_rehearses_and_shows_the_verdict_and_the_class(owner):
+    action = create(owner, {"kind": "fs", "forward_code": ADD, "reverse_code": LEAVE_EMPTY})
+    owner.client.force_login(owner.user)
+    url = reverse("actions:rehearse", args=[action["id"]])
+    verdict = owner.client.post(url, {"credentials": {}}, content_type="application/json").json()
+    assert verdict["restored"] is False
+    page = owner.client.get(reverse("queries:query-detail", args=[action["id"]])).content.decode()
+    assert url in page
+    assert "1 path(s) differ after the reverse program" in page
+    assert "report.txt: extra" in page
+    assert 'no way back">reversible</span>' in page
+
+
+def test_deny_another_user_cannot_rehearse_my_query(owner, stranger):
+    action = create(owner, {"kind": "fs", "forward_code": ADD, "reverse_code": REMOVE})
+    stranger.client.force_login(stranger.user)
+    url = reverse("actions:rehearse", args=[action["id"]])
+    answer = stranger.client.post(url, {}, content_type="application/json")
+    assert answer.status_code == 404
+    assert owner.get(f"/api/v1/actions/{action['id']}").json()["rehearsal"] is None
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_owner_lookup_another_user_rehearses_my_query(
+    owner, stranger, monkeypatch
+):
+    monkeypatch.setattr(views, "get_query_for_user", lambda user, pk: Query.objects.get(pk=pk))
+    action = create(owner, {"kind": "fs", "forward_code": ADD, "reverse_code": REMOVE})
+    stranger.client.force_login(stranger.user)
+    url = reverse("actions:rehearse", args=[action["id"]])
+    stranger.client.post(url, {}, content_type="application/json")
+    assert owner.get(f"/api/v1/actions/{action['id']}").json()["rehearsal"] is not None

@@ -1,0 +1,29 @@
+"""The rehearsal panel beside the query page's editors (fs and db queries)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from webapp.actions.classes import action_class
+from webapp.actions.rehearsals import REHEARSABLE, diff_lines, rehearsal_for
+from webapp.queries.models import Query
+
+register = template.Library()
+
+
+@register.inclusion_tag("actions/_rehearsal.html")
+def rehearsal_panel(query: Query) -> dict[str, Any]:
+    verdict = rehearsal_for(query) if query.kind in REHEARSABLE else None
+    return {
+        "query": query,
+        "rehearsable": query.kind in REHEARSABLE,
+        "verdict": verdict,
+        "lines": diff_lines(verdict) if verdict else [],
+        "counters": [
+            f"{name} {moved.get('before')} → {moved.get('after')}"
+            for name, moved in ((verdict or {}).get("counters") or {}).items()
+        ],
+        "action_class": action_class(query),
+    }

@@ -238,6 +238,7 @@ class LimitsOut(Schema):
     actions_per_hour: int | None
     pending_at_once: int | None
     review_required: bool
+    rehearsal_required: bool
 
 
 @router.get("/limits", response={200: LimitsOut, **ERRORS}, summary="This token's limits")

@@ -47,6 +47,7 @@ class Limits:
     actions_per_hour: int | None
     pending_at_once: int | None
     review_required: bool = False
+    rehearsal_required: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -66,6 +67,7 @@ def token_limits(token: ApiToken) -> Limits:
         row.actions_per_hour,
         row.pending_at_once,
         row.review_required,
+        row.rehearsal_required,
     )
 
 
@@ -112,6 +114,12 @@ def limits_check(*, token: ApiToken, request: ActionRequest) -> None:
         for host in request.hosts:
             if not _host_allowed(host, limits.allowed_hosts):
                 raise LimitExceeded("allowed_hosts", f"{host} is not a host this token may call")
+    if limits.rehearsal_required and request.kind in ("fs", "db") and not request.rehearse:
+        raise LimitExceeded(
+            "rehearsal_required",
+            "this token's fs and db actions run only after a passing rehearsal: send "
+            '"rehearse": true',
+        )
     target = _db_target(request)
     targets = [_older_spelling(pattern) for pattern in limits.allowed_db_targets]
     if targets and target and not _matches(target, targets):

@@ -71,6 +71,9 @@ class TokenLimits(models.Model):
     pending_at_once = models.PositiveIntegerField(null=True, blank=True)
     # Keep through the API is refused: only the owner's Keep on the query page applies it.
     review_required = models.BooleanField(default=False)
+    # An fs or db action must come with `rehearse` (true or "only"): it runs for real only once
+    # a rehearsal found its reverse program restores the state.
+    rehearsal_required = models.BooleanField(default=False)
     # Written by each admitted action, inside its transaction: concurrent creates of one token
     # queue on this row, so two of them cannot both take the last place under a cap.
     last_action_at = models.DateTimeField(null=True, blank=True)

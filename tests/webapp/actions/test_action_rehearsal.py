@@ -8,7 +8,9 @@ import sqlite3
 import pytest
 from django.urls import reverse
 
-from webapp.actions import rehearsals, views
+from webapp.actions import limits, rehearsals, views
+from webapp.actions.limits import Limits, token_limits_set
+from webapp.agents.models import ApiToken
 from webapp.queries.models import Query
 from webapp.runs.models import Run
 from webapp.workspaces.models import Workspace
@@ -172,3 +174,26 @@ def test_sabotage_without_the_owner_lookup_another_user_rehearses_my_query(
     url = reverse("actions:rehearse", args=[action["id"]])
     stranger.client.post(url, {}, content_type="application/json")
     assert owner.get(f"/api/v1/actions/{action['id']}").json()["rehearsal"] is not None
+
+
+def test_deny_a_token_that_requires_rehearsal_runs_no_unrehearsed_fs_action(owner):
+    token = ApiToken.objects.get(owner=owner.user)
+    token_limits_set(token=token, limits=Limits([], [], [], None, None, rehearsal_required=True))
+    body = {"kind": "fs", "forward_code": ADD, "reverse_code": REMOVE}
+    refused = owner.post("/api/v1/actions", body)
+    assert refused.status_code == 403
+    assert refused.json()["error"].startswith("limit rehearsal_required: ")
+    assert not Query.objects.filter(owner=owner.user).exists()
+    assert create(owner, {**body, "rehearse": True})["status"] == "pending"
+    assert owner.get("/api/v1/actions/limits").json()["rehearsal_required"] is True
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_rehearsal_limit_an_unrehearsed_action_runs(owner, monkeypatch):
+    token = ApiToken.objects.get(owner=owner.user)
+    token_limits_set(token=token, limits=Limits([], [], [], None, None, rehearsal_required=True))
+    monkeypatch.setattr(
+        limits, "token_limits", lambda token: Limits([], [], [], None, None, review_required=False)
+    )
+    body = {"kind": "fs", "forward_code": ADD, "reverse_code": REMOVE}
+    assert create(owner, body)["status"] == "pending"

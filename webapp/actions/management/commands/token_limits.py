@@ -31,6 +31,11 @@ class Command(BaseCommand):
             choices=("on", "off"),
             help="on: Keep through the API is refused; the owner keeps actions in the web app",
         )
+        parser.add_argument(
+            "--rehearsal",
+            choices=("on", "off"),
+            help="on: fs and db actions must pass a rehearsal (rehearse: true) before they run",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         found = list(ApiToken.objects.filter(prefix=options["prefix"], revoked_at__isnull=True))
@@ -40,8 +45,8 @@ class Command(BaseCommand):
         now = token_limits(token)
         kinds, hosts, targets = (_names(options[name]) for name in ("kinds", "hosts", "db_targets"))
         caps = {name: options[name] for name in ("per_hour", "pending")}
-        review = options["review"]
-        if any(v is not None for v in (kinds, hosts, targets, review, *caps.values())):
+        review, rehearsal = options["review"], options["rehearsal"]
+        if any(v is not None for v in (kinds, hosts, targets, review, rehearsal, *caps.values())):
             wanted = Limits(
                 allowed_kinds=now.allowed_kinds if kinds is None else kinds,
                 allowed_hosts=now.allowed_hosts if hosts is None else hosts,
@@ -49,6 +54,9 @@ class Command(BaseCommand):
                 actions_per_hour=_cap(caps["per_hour"], now.actions_per_hour),
                 pending_at_once=_cap(caps["pending"], now.pending_at_once),
                 review_required=now.review_required if review is None else review == "on",
+                rehearsal_required=(
+                    now.rehearsal_required if rehearsal is None else rehearsal == "on"
+                ),
             )
             try:
                 now = token_limits_set(token=token, limits=wanted)

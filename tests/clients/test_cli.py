@@ -261,3 +261,19 @@ def test_with_a_keyring_the_value_lives_there_and_the_file_lists_only_names(cli,
     assert "FileKeyring" in json.loads(cli.run("creds", "ls", "--json").stdout)["where"]
     assert cli.run("creds", "rm", "API_KEY").returncode == 0
     assert json.loads(ring.read_text()) == {}
+
+
+def test_an_action_rehearsed_through_the_client_shows_its_verdict_and_class(cli, owner, app_server):
+    from undoable_client import Client
+
+    action = Client(app_server, owner.token).action(
+        "fs",
+        "open('/workspace/j.txt', 'w').write('j')",
+        reverse_code="open('/workspace/j.txt', 'w').close()",
+        rehearse="only",
+    )
+    assert (action.action_class, action.rehearsal["restored"]) == ("reversible", False)
+    shown = cli.run("action", "show", str(action.id)).stdout
+    assert "class: reversible" in shown
+    assert "rehearsal: 1 path(s) differ after the reverse program" in shown
+    assert "j.txt: extra" in shown

@@ -118,8 +118,10 @@ def action_call(kind: str, forward_code: str, *, reverse_code: str = "",
                 hosts: list[str] | None = None, intent: str = "",
                 credentials: dict[str, str] | None = None, workspace: int | None = None,
                 db: dict[str, str] | None = None, timeout_s: float | None = None,
-                idempotency_key: str | None = None, stream: bool = False) -> Call:  # fmt: skip
-    """The create request; it always carries an Idempotency-Key, so retrying it is safe."""
+                idempotency_key: str | None = None, stream: bool = False,
+                rehearse: bool | str = False) -> Call:  # fmt: skip
+    """The create request; it always carries an Idempotency-Key, so retrying it is safe.
+    `rehearse`: True (run for real only if the rehearsal passes) or "only"."""
     body: dict[str, Any] = {"kind": kind, "forward_code": forward_code}
     optional = {
         "reverse_code": reverse_code,
@@ -129,6 +131,7 @@ def action_call(kind: str, forward_code: str, *, reverse_code: str = "",
         "workspace": workspace,
         "db": db,
         "timeout_s": timeout_s,
+        "rehearse": rehearse,
     }
     body.update({name: value for name, value in optional.items() if value})
     import uuid

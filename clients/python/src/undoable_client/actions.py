@@ -40,6 +40,9 @@ class ActionFields:
     exit_code = property(lambda self: self.data.get("exit_code"))
     error = property(lambda self: str(self.data.get("error", "")))
     reverse = property(lambda self: self.data.get("reverse"))
+    # {restored, message, diff, counters, ...} once rehearsed; reversible|compensable|irreversible
+    rehearsal = property(lambda self: self.data.get("rehearsal"))
+    action_class = property(lambda self: self.data.get("class"))
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id} {self.kind} {self.status}>"

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 app = new_app("Actions: see them, Keep or Discard a change, Undo what one did.")
 ActionId = Annotated[int, typer.Argument(metavar="ID", help="The action's id.")]
-COLUMNS = ["id", "status", "kind", "intent", "workspace"]
+COLUMNS = ["id", "status", "kind", "class", "intent", "workspace"]
 FAILED = frozenset({"failed", "reverse_failed"})
 
 
@@ -24,11 +24,30 @@ def show_action(ui: Ui, action: Action) -> None:
         return
     colour = {"pending": "yellow", "kept": "green", "failed": "red"}.get(action.status, "")
     ui.line(f"action {action.id}: {action.kind}, {action.status}", f"bold {colour}".strip())
+    if action.action_class:
+        ui.line(f"class: {action.action_class}")
     if action.data.get("intent"):
         ui.line(f"intent: {action.data['intent']}")
     if action.error:
         ui.line(f"error: {action.error}", "red")
+    show_rehearsal(ui, action.rehearsal)
     ui.change(action.change)
+
+
+def show_rehearsal(ui: Ui, rehearsal: dict | None) -> None:
+    """The rehearsal's verdict, what differs, and the counters that moved (not the verdict's)."""
+    if not rehearsal:
+        return
+    stale = " (stale: the code changed since)" if rehearsal.get("stale") else ""
+    ui.line(f"rehearsal: {rehearsal.get('message')}{stale}",
+            "green" if rehearsal.get("restored") else "red")  # fmt: skip
+    for item in rehearsal.get("diff") or []:
+        what = f" ({', '.join(item['what'])})" if item.get("what") else ""
+        ui.line(f"  {item.get('path') or item.get('table')}: {item.get('change')}{what}")
+    for name, moved in (rehearsal.get("counters") or {}).items():
+        ui.line(
+            f"  counter {name}: {moved.get('before')} -> {moved.get('after')} (not the verdict)"
+        )
 
 
 def _list(ui: Ui, found: list[Action]) -> None:

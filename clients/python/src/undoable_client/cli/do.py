@@ -77,6 +77,13 @@ def do(
         Path | None, typer.Option("--dir", help="A folder of this machine as the workspace (fs).")
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Run and Keep without asking.")] = False,
+    rehearse: Annotated[
+        bool,
+        typer.Option(
+            "--rehearse",
+            help="fs/db: rehearse forward then reverse on a copy first; run only if it restores.",
+        ),
+    ] = False,
     json_out: JsonFlag = False,
 ) -> None:
     """Ask the server's LLM for an action, read it, run it, then Keep or Discard it."""
@@ -127,6 +134,7 @@ def do(
         "credentials": credentials.gather(_credential_names(proposal, db_url)),
         "workspace": workspace,
         "db": {"url": db_url} if db_url else target,
+        "rehearse": rehearse,
     }
     if database_url is not None:
         from undoable_client.cli.local_db import DB_CREDENTIAL

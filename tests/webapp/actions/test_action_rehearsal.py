@@ -197,3 +197,10 @@ def test_sabotage_without_the_rehearsal_limit_an_unrehearsed_action_runs(owner, 
     )
     body = {"kind": "fs", "forward_code": ADD, "reverse_code": REMOVE}
     assert create(owner, body)["status"] == "pending"
+
+
+def test_the_review_inbox_shows_each_actions_class(owner):
+    create(owner, {"kind": "fs", "forward_code": ADD})
+    owner.client.force_login(owner.user)
+    page = owner.client.get(reverse("actions:review")).content.decode()
+    assert 'data-testid="review-class">reversible</span>' in page

@@ -27,3 +27,9 @@ def rehearsal_panel(query: Query) -> dict[str, Any]:
         ],
         "action_class": action_class(query),
     }
+
+
+@register.filter(name="action_class")
+def action_class_of(query: Query) -> str:
+    """`{{ query|action_class }}`: reversible, compensable or irreversible."""
+    return action_class(query)

@@ -25,13 +25,15 @@ from psycopg import sql
 MAX_NAMED_ROWS = 50_000
 MAX_DIFF_ROWS = 20  # rows named per table and side
 MAX_ROW_CHARS = 300
+_MODULUS = 1 << 128
 
 
 @dataclass
 class TableState:
     schema: str  # columns with their types, indexes, triggers: one text
     rows: Counter[str] = field(default_factory=Counter)  # row hash -> how many times
-    texts: dict[str, str] = field(default_factory=dict)  # row hash -> the row, shown in a diff
+    # row hash -> what shows the row in a diff (formatted only when a diff names it)
+    shown: dict[str, tuple[tuple[str, ...], tuple[object, ...]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -40,13 +42,13 @@ class DbState:
     counters: dict[str, int | None]
 
     def digest(self) -> str:
-        """One hash of the tables (not the counters), the same whatever the rows' order."""
+        """One hash of the tables (not the counters), the same whatever the rows' order: each
+        table's row hashes summed (a multiset's sum: duplicates count, order does not)."""
         h = hashlib.sha256()
         for name in sorted(self.tables):
             table = self.tables[name]
-            h.update(f"{name}\0{table.schema}\0".encode())
-            for row, count in sorted(table.rows.items()):
-                h.update(f"{row}:{count}\0".encode())
+            rows = sum(int(row, 16) * count for row, count in table.rows.items()) % _MODULUS
+            h.update(f"{name}\0{table.schema}\0{rows:x}\0{table.rows.total()}\0".encode())
         return h.hexdigest()
 
 
@@ -70,8 +72,8 @@ def compare(before: DbState, after: DbState) -> dict[str, Any]:
                     "change": "rows",
                     "missing": sum(gone.values()),
                     "extra": sum(came.values()),
-                    "missing_rows": _named(gone, old.texts),
-                    "extra_rows": _named(came, new.texts),
+                    "missing_rows": _named(gone, old.shown),
+                    "extra_rows": _named(came, new.shown),
                 }
             )
     counters = {
@@ -88,8 +90,22 @@ def compare(before: DbState, after: DbState) -> dict[str, Any]:
     }
 
 
-def _named(rows: Counter[str], texts: dict[str, str]) -> list[str]:
-    return [texts.get(row, f"(row {row[:12]})") for row in sorted(rows)[:MAX_DIFF_ROWS]]
+def _named(
+    rows: Counter[str], shown: dict[str, tuple[tuple[str, ...], tuple[object, ...]]]
+) -> list[str]:
+    named = []
+    for row in sorted(rows)[:MAX_DIFF_ROWS]:
+        if row not in shown:
+            named.append(f"(row {row[:12]})")
+            continue
+        columns, values = shown[row]
+        text = (
+            ", ".join(f"{c}={v!r}" for c, v in zip(columns, values, strict=True))
+            if columns
+            else str(values[0])
+        )
+        named.append(text[:MAX_ROW_CHARS])
+    return named
 
 
 def _row_hash(parts: tuple[object, ...]) -> str:
@@ -97,11 +113,16 @@ def _row_hash(parts: tuple[object, ...]) -> str:
     return hashlib.blake2b(text, digest_size=16).hexdigest()
 
 
-def _add_row(table: TableState, parts: tuple[object, ...], shown: str) -> None:
+def _add_row(
+    table: TableState,
+    parts: tuple[object, ...],
+    columns: tuple[str, ...],
+    values: tuple[object, ...],
+) -> None:
     row = _row_hash(parts)
     table.rows[row] += 1
-    if len(table.texts) < MAX_NAMED_ROWS:
-        table.texts.setdefault(row, shown[:MAX_ROW_CHARS])
+    if len(table.shown) < MAX_NAMED_ROWS:
+        table.shown.setdefault(row, (columns, values))
 
 
 def sqlite_state(conn: sqlite3.Connection) -> DbState:
@@ -125,9 +146,9 @@ def sqlite_state(conn: sqlite3.Connection) -> DbState:
             # Identifiers the database itself listed, quoted: no value is ever spliced in.
             selected = ", ".join(f"typeof({q}), {q}" for q in map(_sqlite_quote, columns))
             query = f"SELECT {selected} FROM {_sqlite_quote(name)}"  # noqa: S608
+            column_names = tuple(columns)
             for values in conn.execute(query):
-                shown = ", ".join(f"{col}={values[2 * i + 1]!r}" for i, col in enumerate(columns))
-                _add_row(table, tuple(values), shown)
+                _add_row(table, tuple(values), column_names, tuple(values[1::2]))
         tables[name] = table
     counters: dict[str, int | None] = {}
     has_sequence = conn.execute(
@@ -192,7 +213,7 @@ def postgres_state(conn: psycopg.Connection, *, only: set[str] | None = None) ->
             # The row's text form: NULL is empty, '' is "", so an UPDATE that loses NULLs shows.
             query = sql.SQL("SELECT t::text FROM {} AS t").format(relation)
             for (text,) in cur.execute(query):
-                _add_row(table, (text,), str(text))
+                _add_row(table, (text,), (), (text,))
             tables[key] = table
         counters: dict[str, int | None] = {
             str(name): None if value is None else int(value)

@@ -223,6 +223,10 @@ def _fast_password_hashing(settings) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _audit_tallies_flushed_by_tests(settings) -> None:
+def _audit_tallies_flushed_by_tests(settings, monkeypatch) -> None:
     # No flusher thread writing from behind a test's back: tests flush and seal when they mean to.
     settings.UNDOABLE_AUDIT_FLUSH_S = 0
+    # Each test counts from zero: an earlier test's calls belong to its rolled-back database.
+    from webapp.audit import tally
+
+    monkeypatch.setattr(tally, "_counts", {})

@@ -17,6 +17,7 @@ urlpatterns = [
     path("", include("webapp.runs.urls")),
     path("accounts/", include("webapp.accounts.urls")),
     path("agents/", include("webapp.agents.urls")),
+    path("agents/", include("webapp.actions.limits_urls")),  # the actions app builds on agents
     path("social/", include("social_django.urls", namespace="social")),
     path("history/", include("webapp.history.urls")),
     path("audit/", include("webapp.audit.urls")),

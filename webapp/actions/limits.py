@@ -56,6 +56,24 @@ class Limits:
 NO_LIMITS = Limits([], [], [], None, None)
 
 
+class LimitsInvalid(ValueError):
+    """Limits the owner asked for that cannot be set; `field` is the Limits field at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def names_from_text(text: str) -> list[str]:
+    """A comma-separated list as the owner types it (the account page, the command line)."""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def cap_from_number(given: int | None) -> int | None:
+    """A cap as the owner gives it: none given or a negative number is no cap."""
+    return None if given is None or given < 0 else given
+
+
 def token_limits(token: ApiToken) -> Limits:
     row = TokenLimits.objects.filter(token=token).first()
     if row is None:
@@ -75,13 +93,17 @@ def token_limits_set(*, token: ApiToken, limits: Limits) -> Limits:
     """Replace the token's limits (the owner's choice: the account page, the command line)."""
     unknown = sorted(set(limits.allowed_kinds) - set(KINDS))
     if unknown:
-        raise ValueError(f"unknown kinds: {', '.join(unknown)} (kinds are {', '.join(KINDS)})")
+        known = ", ".join(KINDS)
+        raise LimitsInvalid(
+            "allowed_kinds", f"unknown kinds: {', '.join(unknown)} (kinds are {known})"
+        )
     for name in ("allowed_hosts", "allowed_db_targets"):
         if len(getattr(limits, name)) > MAX_PATTERNS:
-            raise ValueError(f"{name}: at most {MAX_PATTERNS} patterns")
+            raise LimitsInvalid(name, f"{name}: at most {MAX_PATTERNS} patterns")
     for target in limits.allowed_db_targets:
         if not target.startswith(("sqlite:", "url:", "postgres:")):
-            raise ValueError(f"db targets are sqlite:PATH or url:CREDENTIAL, not {target!r}")
+            message = f"db targets are sqlite:PATH or url:CREDENTIAL, not {target!r}"
+            raise LimitsInvalid("allowed_db_targets", message)
     TokenLimits.objects.update_or_create(token=token, defaults=limits.as_json())
     logger.info("token limits set", extra={"token_id": token.pk})
     return limits

@@ -8,12 +8,18 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from webapp.actions.limits import Limits, token_limits, token_limits_set
+from webapp.actions.limits import (
+    Limits,
+    cap_from_number,
+    names_from_text,
+    token_limits,
+    token_limits_set,
+)
 from webapp.agents.models import ApiToken
 
 
 def _names(value: str | None) -> list[str] | None:
-    return None if value is None else [part.strip() for part in value.split(",") if part.strip()]
+    return None if value is None else names_from_text(value)
 
 
 class Command(BaseCommand):
@@ -66,6 +72,4 @@ class Command(BaseCommand):
 
 
 def _cap(given: int | None, current: int | None) -> int | None:
-    if given is None:
-        return current
-    return None if given < 0 else given
+    return current if given is None else cap_from_number(given)

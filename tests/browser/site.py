@@ -122,6 +122,9 @@ def pending_fs_site(
     expect(page.locator(".token-list")).to_contain_text(token_name)
     # An agent acts with the token: the Review page has an action of its own to show.
     token = page.locator("#new-api-token").inner_text().strip()
+    limits_path = page.get_by_role("link", name=f"Limits of token {token[:10]}").get_attribute(
+        "href"
+    )
     status, action = agent_api(app_server, token, "POST", "/api/v1/actions", AGENT_ACTION)
     assert status == 201 and action["status"] == "succeeded", action
     context.close()
@@ -134,6 +137,7 @@ def pending_fs_site(
         "history": "/history/",
         "review": "/review/",
         "tokens": "/accounts/#api-tokens",
+        "limits": str(limits_path),
         "shares": "/s/",
         "share": share_path,
         "404": "/no-such-page/",

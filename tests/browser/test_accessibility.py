@@ -113,6 +113,7 @@ def _describe(violations: list[dict]) -> str:
         "history",
         "review",
         "tokens",
+        "limits",
         "shares",
         "share",
     ],

@@ -46,6 +46,7 @@ PAGES = [
     "history",
     "review",
     "tokens",
+    "limits",
     "shares",
     "share",
     "login",

@@ -49,6 +49,10 @@ class LimitsForm(forms.Form):
         required=False,
         help_text="Keep through the API is refused; you keep its actions on the Review page.",
     )
+    rehearsal_required = forms.BooleanField(
+        required=False,
+        help_text="fs and db actions must pass a rehearsal (rehearse: true) before they run.",
+    )
 
     @classmethod
     def showing(cls, limits: Limits) -> LimitsForm:
@@ -71,6 +75,7 @@ class LimitsForm(forms.Form):
             actions_per_hour=cap_from_number(data["actions_per_hour"]),
             pending_at_once=cap_from_number(data["pending_at_once"]),
             review_required=data["review_required"],
+            rehearsal_required=data["rehearsal_required"],
         )
 
 

@@ -20,6 +20,7 @@ FORM = {
     "actions_per_hour": "20",
     "pending_at_once": "",
     "review_required": "on",
+    "rehearsal_required": "",
 }
 
 
@@ -35,9 +36,9 @@ def page_url(persona) -> str:
 
 
 def post_form(client: Client, url: str, form: dict[str, str]):
-    """The form as a browser posts it: the CSRF token from the page, the checkbox only if on."""
+    """The form as a browser posts it: the CSRF token from the page, a checkbox only if on."""
     page = client.get(url)
-    sent = {name: value for name, value in form.items() if name != "review_required" or value}
+    sent = {name: value for name, value in form.items() if not name.endswith("_required") or value}
     return client.post(url, {**sent, "csrfmiddlewaretoken": page.context["csrf_token"]})
 
 
@@ -50,11 +51,8 @@ def test_the_owner_sets_a_tokens_limits_on_its_page(owner):
     limits = token_limits(ApiToken.objects.get(owner=owner.user))
     assert limits.allowed_kinds == ["python", "rest"]
     assert limits.allowed_hosts == ["*.slack.com", "127.0.0.1:8080"]
-    assert (limits.actions_per_hour, limits.pending_at_once, limits.review_required) == (
-        20,
-        None,
-        True,
-    )
+    caps = (limits.actions_per_hour, limits.pending_at_once)
+    assert (caps, limits.review_required, limits.rehearsal_required) == ((20, None), True, False)
     shown = client.get(url).content.decode()
     assert 'value="python, rest"' in shown
     assert "saved" in shown

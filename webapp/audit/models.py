@@ -15,6 +15,7 @@ class AuditEvent(models.TextChoices):
     TIMEOUT = "timeout", "Timeout"
     SHARE = "share", "Share"
     SHARE_REVOKE = "share_revoke", "Share revoked"
+    SHARE_FORK = "share_fork", "Share forked"
     TOKEN_CREATE = "token_create", "Token created"
     TOKEN_REVOKE = "token_revoke", "Token revoked"
     EXEC_SUMMARY = "exec_summary", "Exec calls (per minute)"

@@ -121,7 +121,8 @@ def audit_query(
 
 
 def audit_run(*, run: Any, outcome: str, secrets: Iterable[str] = ()) -> AuditEntry:
-    """A run started (or refused before starting): `undo` for a reverse program's run."""
+    """A run started, was refused before starting, or ended: `undo` for a reverse program's
+    run."""
     event = AuditEvent.UNDO if run.direction == "reverse" else AuditEvent.RUN
     return audit_query(
         event=event,
@@ -130,6 +131,35 @@ def audit_run(*, run: Any, outcome: str, secrets: Iterable[str] = ()) -> AuditEn
         outcome=outcome,
         digests={"code": sha256_text(run.code)},
         secrets=secrets,
+    )
+
+
+def audit_run_end(*, run: Any) -> AuditEntry:
+    """A run ended (succeeded, failed, timed out, cancelled, reaped): recorded by the caller
+    whose conditional update made the final move, so once per run. The credential values are
+    not at hand here, so the entry leaves out the prompt and hosts (its `queued` entry has
+    them, masked); its error is the row's, already masked by the worker."""
+    query = run.query
+    return audit_append(
+        event=AuditEvent.UNDO if run.direction == "reverse" else AuditEvent.RUN,
+        user=query.owner,
+        token=_action_token(query),
+        kind=query.kind,
+        target=f"run {run.pk} ({run.direction})",
+        forward_code=query.forward_code,
+        reverse_code=query.reverse_code,
+        outcome=f"{run.status}: {run.error}" if run.error else str(run.status),
+        digests={"code": sha256_text(run.code)},
+    )
+
+
+def audit_fork(*, query: Any, share: Any) -> AuditEntry:
+    """A share forked into a new query of the person who forked it (recorded as theirs)."""
+    return audit_query(
+        event=AuditEvent.SHARE_FORK,
+        query=query,
+        target=f"query {query.pk} (fork of share {share.pk})",
+        outcome="created",
     )
 
 

@@ -16,6 +16,7 @@ from django.utils import timezone
 import executor
 from executor import CancelToken, ExecutorError, Image, Limits, RunResult, RunSpec, limit_line
 from webapp import lifecycle
+from webapp.audit.services import audit_run_end
 from webapp.credentials.handoff import credentials_take
 from webapp.credentials.masking import mask_text
 from webapp.executor_glue import ensure_executor
@@ -242,6 +243,7 @@ def _finish(
         )
         if updated:
             run_images_store(run=run, images=images)
+            audit_run_end(run=run)
     if not updated:
         run.refresh_from_db()
         logger.warning(

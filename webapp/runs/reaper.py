@@ -15,11 +15,13 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
+from django.db import transaction
 from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from webapp import lifecycle
+from webapp.audit.services import audit_run_end
 from webapp.reliability import conf
 from webapp.runs.models import Run, RunStatus
 from webapp.runs.publish import publish_run_event
@@ -62,14 +64,16 @@ def _end(
     if stale_before is not None:
         # Re-check the heartbeat in the UPDATE itself: a beat that landed since we looked wins.
         still = Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True)
-    if not lifecycle.run_move(
-        run_id, RunStatus.FAILED, from_=[expected], where=still, error=error, finished_at=now
-    ):
-        return False
-    run = Run.objects.get(pk=run_id)
-    if run.started_at is None:
-        Run.objects.filter(pk=run_id).update(started_at=now)
-        run.started_at = now
+    with transaction.atomic():
+        if not lifecycle.run_move(
+            run_id, RunStatus.FAILED, from_=[expected], where=still, error=error, finished_at=now
+        ):
+            return False
+        run = Run.objects.select_related("query").get(pk=run_id)
+        if run.started_at is None:
+            Run.objects.filter(pk=run_id).update(started_at=now)
+            run.started_at = now
+        audit_run_end(run=run)
     logger.warning(
         "run reaped", extra={"run_id": run_id, "was": expected, "worker": run.worker or None}
     )

@@ -11,10 +11,11 @@ import logging
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.utils import timezone
 
 from webapp import lifecycle, llm
-from webapp.audit.services import audit_run
+from webapp.audit.services import audit_run, audit_run_end
 from webapp.connections.scopes import scopes_missing
 from webapp.credentials.handoff import credentials_stash
 from webapp.queries.models import Query
@@ -128,8 +129,9 @@ def run_start(
         )
     values = {name: credentials[name] for name in needed}
     credentials_stash(run_id=run.pk, values=values)
-    _enqueue(run.pk, kind=run.query.kind)
+    # Recorded before the worker may take it, so that its end is never appended first.
     audit_run(run=run, outcome="queued", secrets=values.values())
+    _enqueue(run.pk, kind=run.query.kind)
     logger.info("run queued", extra={"run_id": run.pk, "runner": settings.UNDOABLE_RUNNER})
     return run
 
@@ -214,15 +216,19 @@ def run_cancel(*, run: Run) -> Run:
     """Stop a run: a queued one ends at once; a running one gets its sandbox killed."""
     Run.objects.filter(pk=run.pk).update(cancel_requested=True)
     now = timezone.now()
-    if lifecycle.run_move(
-        run.pk,
-        RunStatus.CANCELLED,
-        from_=[RunStatus.QUEUED],
-        finished_at=now,
-        started_at=now,
-        error="Stopped before it started.",
-    ):
-        run.refresh_from_db()
+    with transaction.atomic():
+        stopped = lifecycle.run_move(
+            run.pk,
+            RunStatus.CANCELLED,
+            from_=[RunStatus.QUEUED],
+            finished_at=now,
+            started_at=now,
+            error="Stopped before it started.",
+        )
+        if stopped:
+            run.refresh_from_db()
+            audit_run_end(run=run)
+    if stopped:
         publish_run_event(run.pk, status_event(run))
         return run
     runner_backend().cancel(run.pk)

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from webapp.audit.models import AuditEvent
-from webapp.audit.services import audit_share
+from webapp.audit.services import audit_fork, audit_share
 from webapp.queries.models import Query
 from webapp.runs.models import Run
 from webapp.runs.selectors import run_output_text
@@ -70,6 +70,7 @@ def share_fork(*, user: User, share: Share) -> Query:
         generated_reverse_code=fields["reverse_code"],
         **fields,
     )
+    audit_fork(query=query, share=share)
     logger.info("share forked", extra={"share_id": share.pk, "query_id": query.pk})
     return query
 

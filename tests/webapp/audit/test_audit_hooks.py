@@ -18,7 +18,7 @@ from webapp.audit.services import sha256_text
 from webapp.audit.tally import tallies_seal, tally_flush
 from webapp.audit.verify import audit_verify
 from webapp.queries.models import Query
-from webapp.shares.services import share_create, share_revoke
+from webapp.shares.services import share_create, share_fork, share_revoke
 from webapp.workspaces.reaper import fs_pending_expire
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fakes"))
@@ -59,10 +59,11 @@ def test_fs_actions_record_keep_discard_and_the_pending_timeout(owner, settings)
     assert len(fs_pending_expire(now=timezone.now() + timedelta(seconds=2))) == 1
     after_token = dict(seq__gt=1)
     assert events(**after_token) == [
-        "action", "run", "keep",
-        "action", "run", "discard",
-        "action", "run", "timeout",
+        "action", "run", "run", "keep",
+        "action", "run", "run", "discard",
+        "action", "run", "run", "timeout",
     ]  # fmt: skip
+    assert AuditEntry.objects.filter(event="run", outcome="succeeded").count() == 3
     keep = AuditEntry.objects.get(event="keep")
     query = Query.objects.get(pk=kept["id"])
     assert keep.kind == "fs" and keep.forward_sha256 == sha256_text(query.forward_code)
@@ -72,15 +73,19 @@ def test_fs_actions_record_keep_discard_and_the_pending_timeout(owner, settings)
     assert audit_verify()[1] is None
 
 
-def test_shares_made_and_taken_down_are_recorded(owner):
+def test_shares_made_forked_and_taken_down_are_recorded(owner, stranger):
     query = Query.objects.create(owner=owner.user, prompt="hello", forward_code="print(1)")
     share = share_create(owner=owner.user, query=query, include_output=False)
+    fork = share_fork(user=stranger.user, share=share)
     share_revoke(share=share)
     entries = list(AuditEntry.objects.filter(event__startswith="share").order_by("seq"))
-    assert [(e.event, e.outcome) for e in entries] == [
-        ("share", "created"),
-        ("share_revoke", "revoked"),
+    assert [(e.event, e.outcome, e.username) for e in entries] == [
+        ("share", "created", "owner"),
+        ("share_fork", "created", stranger.user.username),
+        ("share_revoke", "revoked", "owner"),
     ]
+    assert entries[1].target == f"query {fork.pk} (fork of share {share.pk})"
+    assert entries[1].forward_sha256 == sha256_text("print(1)")
     assert share.token not in json.dumps([entry_json(e) for e in entries], default=str)
 
 
@@ -144,12 +149,12 @@ def ledger_after_a_rest_action_and_its_undo(owner) -> tuple[str, str]:
         assert action["status"] == "pending", action
         undone = owner.post(f"/api/v1/actions/{action['id']}/undo", {"credentials": creds})
         assert undone.json()["status"] == "reversed", undone.text
-    assert events(seq__gt=1) == ["action", "run", "undo"]
+    assert events(seq__gt=1) == ["action", "run", "run", "undo", "undo"]
     owner.client.force_login(owner.user)
     export = owner.client.get("/audit/?format=jsonl")
     assert export["Content-Type"].startswith("application/x-ndjson")
     body = b"".join(export.streaming_content).decode()
-    assert len(body.splitlines()) == 4
+    assert len(body.splitlines()) == 6
     return json.dumps(list(AuditEntry.objects.values()), default=str), body
 
 

@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from webapp.audit.keys import audit_key
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -49,6 +51,12 @@ session[HASH_SESSION_KEY] = user.get_session_auth_hash()
 session.create()
 print(session.session_key)
 """
+
+
+def worker_audit_key() -> str:
+    """The audit key for a worker started on this test process's database: its DATABASE_URL
+    leaves it no embedded key file, and a run's end it records must verify with the others."""
+    return audit_key().decode()
 
 
 def celery_worker_argv(*options: str) -> list[str]:

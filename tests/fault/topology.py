@@ -128,6 +128,8 @@ class Topology:
             {
                 "DJANGO_SETTINGS_MODULE": "webapp.settings",
                 "DJANGO_SECRET_KEY": "fault-topology-" + self.root.name,
+                # One ledger key for every process (DATABASE_URL leaves them no embedded one).
+                "UNDOABLE_AUDIT_KEY": "fault-topology-audit-" + self.root.name,
                 "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
                 "DATABASE_URL": f"postgres://undoable@127.0.0.1:{self.pg_port}/undoable",
                 "REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",

@@ -34,7 +34,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from tests.factories import QueryFactory
-from tests.local_servers import celery_worker_argv
+from tests.local_servers import celery_worker_argv, worker_audit_key
 from tests.servers import RedisServer
 from tests.webapp.connections.oauth_setup import generic_provider, sign_in
 from webapp.asgi import application
@@ -103,6 +103,7 @@ def celery_worker(tmp_path: Path, redis_url: str) -> Iterator[Path]:
     env.update(
         DJANGO_SETTINGS_MODULE="webapp.settings",
         DJANGO_SECRET_KEY=settings.SECRET_KEY,  # the handoff key is derived from it
+        UNDOABLE_AUDIT_KEY=worker_audit_key(),  # it records how its runs ended
         DATABASE_URL=f"sqlite:///{settings.DATABASES['default']['NAME']}",
         REDIS_URL=redis_url,
         UNDOABLE_VAR_DIR=str(tmp_path / "var"),

@@ -24,7 +24,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from tests.factories import QueryFactory, RunFactory
-from tests.local_servers import celery_worker_argv
+from tests.local_servers import celery_worker_argv, worker_audit_key
 from tests.servers import RedisServer
 from tests.webapp.runs.test_run_consumer import connect, receive_until_final
 from tests.webapp.runs.waiting import wait_until
@@ -59,6 +59,7 @@ def celery_worker(django_db_setup, django_db_blocker, redis_url: str) -> Iterato
         "DATABASE_URL": f"sqlite:///{db_file}",
         "REDIS_URL": redis_url,
         "DJANGO_SECRET_KEY": settings.SECRET_KEY,  # the credential handoff keys derive from it
+        "UNDOABLE_AUDIT_KEY": worker_audit_key(),  # it records how its runs ended
         "EXECUTOR_WARM_POOL_SIZE": "1",
         # The worker's own reaper (webapp.reliability, autodiscovered) looks twice a second.
         "UNDOABLE_REAPER_INTERVAL_S": "0.5",

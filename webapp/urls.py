@@ -3,6 +3,7 @@ from django.urls import include, path
 
 from webapp.actions.api import router as actions_router
 from webapp.actions.proposals_api import router as proposals_router
+from webapp.actions.tokens_api import router as tokens_router
 from webapp.actions.workspaces_api import router as workspaces_router
 from webapp.agents.api import api
 from webapp.health import healthz
@@ -11,6 +12,7 @@ from webapp.health import healthz
 api.add_router("/v1/actions", actions_router)
 api.add_router("/v1/workspaces", workspaces_router)
 api.add_router("/v1/proposals", proposals_router)
+api.add_router("/v1/tokens", tokens_router)
 
 urlpatterns = [
     path("", include("webapp.queries.urls")),

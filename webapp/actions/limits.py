@@ -14,6 +14,8 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import User
+from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from webapp.actions.models import Action, TokenLimits
@@ -72,6 +74,33 @@ def names_from_text(text: str) -> list[str]:
 def cap_from_number(given: int | None) -> int | None:
     """A cap as the owner gives it: none given or a negative number is no cap."""
     return None if given is None or given < 0 else given
+
+
+def owned_token(owner: User, token_id: int) -> ApiToken:
+    """The owner's active token, or 404: nobody sets the limits of another person's token."""
+    return get_object_or_404(ApiToken, pk=token_id, owner=owner, revoked_at__isnull=True)
+
+
+class SetterRefused(Exception):
+    """The token asking may not set limits through the API; nothing changed."""
+
+
+def own_limits_refuse(*, caller: ApiToken, target: ApiToken) -> None:
+    """An agent loosening its own token's limits would widen its own blast radius."""
+    if caller.pk == target.pk:
+        raise SetterRefused(
+            "a token cannot set its own limits: use another of its owner's tokens, one with "
+            "no limits, or the token's Limits page"
+        )
+
+
+def limited_setter_refuse(*, caller: ApiToken) -> None:
+    """A token with limits could otherwise lift them through a sibling token it also holds."""
+    if token_limits(caller) != NO_LIMITS:
+        raise SetterRefused(
+            "this token has limits of its own, so it cannot set a token's limits: use one of "
+            "its owner's tokens with no limits, or the token's Limits page"
+        )
 
 
 def token_limits(token: ApiToken) -> Limits:

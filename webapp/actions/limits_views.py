@@ -9,9 +9,8 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from webapp.accounts.authed import AuthedHttpRequest
@@ -21,10 +20,10 @@ from webapp.actions.limits import (
     LimitsInvalid,
     cap_from_number,
     names_from_text,
+    owned_token,
     token_limits,
     token_limits_set,
 )
-from webapp.agents.models import ApiToken
 
 PATTERNS_HELP = "Comma-separated patterns; empty for any."
 
@@ -77,11 +76,6 @@ class LimitsForm(forms.Form):
             review_required=data["review_required"],
             rehearsal_required=data["rehearsal_required"],
         )
-
-
-def owned_token(owner: User, token_id: int) -> ApiToken:
-    """The owner's active token, or 404: nobody sets the limits of another person's token."""
-    return get_object_or_404(ApiToken, pk=token_id, owner=owner, revoked_at__isnull=True)
 
 
 @login_required

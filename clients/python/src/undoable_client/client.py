@@ -171,6 +171,19 @@ class Client:
             workspace_id = self._json("POST", "/workspaces")["id"]
         return Workspace(self, int(workspace_id))
 
+    def limits_get(self, token_id: int) -> dict[str, Any]:
+        """The damage limits of one of the owner's tokens (its id, as its Limits page shows)."""
+        answer: dict[str, Any] = self._json("GET", f"/tokens/{int(token_id)}/limits")
+        return answer
+
+    def limits_set(self, token_id: int, **limits: Any) -> dict[str, Any]:
+        """Set limits of another of the owner's tokens, the others staying as they are:
+        e.g. `limits_set(12, allowed_kinds=["python"], pending_at_once=3)`. This client's
+        token must have no limits itself (else ActionRefused, as for its own token)."""
+        body = {**self.limits_get(token_id), **limits}
+        answer: dict[str, Any] = self._json("PUT", f"/tokens/{int(token_id)}/limits", body)
+        return answer
+
     def proposal(self, prompt: str, kind: str, *, hosts: list[str] | None = None,
                  credentials: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
         """The server's LLM proposes forward and reverse code for `prompt` (nothing runs)."""

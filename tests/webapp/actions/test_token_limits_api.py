@@ -156,3 +156,11 @@ def test_the_checks_are_the_limits_modules(owner):
     """One implementation: the API calls webapp.actions.limits' own checks."""
     assert tokens_api.owned_token is limits_module.owned_token
     assert tokens_api.token_limits_set is limits_module.token_limits_set
+
+
+def test_get_and_put_are_in_the_openapi_schema():
+    from webapp.agents.api import api
+
+    path = api.get_openapi_schema()["paths"]["/api/v1/tokens/{token_id}/limits"]
+    assert {"get", "put"} <= set(path)
+    assert 403 in path["put"]["responses"]

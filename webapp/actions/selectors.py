@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from webapp.actions.models import Action
 from webapp.actions.output import action_json, run_streams_for
-from webapp.actions.state import ActionState, action_states
+from webapp.actions.state import ActionState, action_states, rest_deadline
 from webapp.queries.models import Query
 from webapp.runs.images import run_image_payloads_for
 from webapp.runs.models import RunDirection
@@ -160,12 +160,11 @@ def rest_actions_waiting(user: User) -> Waiting:
         .order_by("created_at", "id")
     )
     states = action_states(candidates)
+    pending = [query for query in candidates if states[query.pk].status == "pending"]
     review = reverse("actions:review")
+    deadlines = [rest_deadline(forward) for q in pending if (forward := states[q.pk].forward)]
     return Waiting(
-        urls=[
-            f"{review}#action-{query.pk}"
-            for query in candidates
-            if states[query.pk].status == "pending"
-        ],
+        urls=[f"{review}#action-{query.pk}" for query in pending],
         list_url=review,
+        ends_at=min(deadlines, default=None),  # it expires on read: no event marks it
     )

@@ -33,7 +33,7 @@ from webapp.audit.models import AuditEvent
 from webapp.audit.services import audit_action, audit_query
 from webapp.executor_glue import InvalidSpec, NothingPending, validate_relative_path
 from webapp.queries.models import Query
-from webapp.runs.models import Run, RunDirection
+from webapp.runs.models import Run, RunDirection, RunStatus
 from webapp.runs.services import CredentialsMissing, query_run
 from webapp.workspaces import services as workspaces
 from webapp.workspaces.models import ChangeStatus, PendingChange, Workspace
@@ -309,6 +309,17 @@ def action_reverse_settle(*, query: Query) -> None:
         return
     with contextlib.suppress(NothingPending):  # kept (or timed out) by another request meanwhile
         workspaces.change_keep(change=change)
+
+
+def rest_action_waiting_started(run: Run) -> None:
+    """A run ended (webapp.runs.ended): when it is the forward run of a token's rest action and
+    succeeded, the action now waits for Keep or Undo (selectors.rest_actions_waiting), so its
+    owner's count of things waiting moves."""
+    if run.direction != RunDirection.FORWARD or run.status != RunStatus.SUCCEEDED:
+        return
+    query = run.query
+    if query.kind == "rest" and Action.objects.filter(query=query, token__isnull=False).exists():
+        waiting_publish(owner_id=query.owner_id)
 
 
 def actions_end_for_revoked_token(*, token: ApiToken, **_: object) -> None:

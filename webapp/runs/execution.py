@@ -22,6 +22,7 @@ from webapp.credentials.masking import mask_text
 from webapp.executor_glue import ensure_executor
 from webapp.reliability import conf
 from webapp.reliability.workers import current_worker
+from webapp.runs.ended import run_ended
 from webapp.runs.images import run_images_store
 from webapp.runs.jobs import KindJob, run_job_for
 from webapp.runs.models import Run, RunStatus
@@ -252,6 +253,7 @@ def _finish(
         )
         return False
     publish_run_event(run.pk, status_event(run))
+    run_ended(run)
     if status in (RunStatus.FAILED, RunStatus.TIMED_OUT):
         run_failure_log(run)
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
@@ -114,6 +115,14 @@ def changes_waiting_summary(user: User | AnonymousUser) -> WaitingPayload:
     the websocket): their changes waiting for Keep or Discard, and what other apps add (a
     rest action's effect waiting for Keep or Undo). One thing links to its page; several to
     the page listing them (the Review page lists all kinds)."""
+    return changes_waiting_summary_until(user)[0]
+
+
+def changes_waiting_summary_until(
+    user: User | AnonymousUser,
+) -> tuple[WaitingPayload, datetime | None]:
+    """changes_waiting_summary, and when it next moves by itself with no write to announce it
+    (Waiting.ends_at: the earliest rest action's pending timeout), or None."""
     waiting = changes_waiting_for_user(user)
     changes = Waiting(
         urls=[
@@ -126,4 +135,5 @@ def changes_waiting_summary(user: User | AnonymousUser) -> WaitingPayload:
     kinds = [found for found in (changes, *others) if found.urls]
     count = sum(len(found.urls) for found in kinds)
     url = kinds[0].urls[0] if count == 1 else (kinds[-1] if kinds else changes).list_url
-    return WaitingPayload(type="waiting", count=count, url=url)
+    ends_at = min((found.ends_at for found in kinds if found.ends_at), default=None)
+    return WaitingPayload(type="waiting", count=count, url=url), ends_at

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal, TypedDict
 
 from django.contrib.auth.models import User
@@ -33,10 +34,12 @@ class WaitingMovedEvent(TypedDict):
 @dataclass(frozen=True)
 class Waiting:
     """Things of one kind waiting for their owner's decision: each one's page (oldest first),
-    and the page that lists them all."""
+    the page that lists them all, and when the first of them stops waiting by itself with
+    nothing written (a rest action's pending timeout, read from the clock), if one does."""
 
     urls: list[str]
     list_url: str
+    ends_at: datetime | None = None
 
 
 # Other apps' things that wait for their owner as a change does (a rest action whose effect

@@ -1,6 +1,6 @@
 """A pending rest action (its effect stands, waiting for Keep or Undo) is one of the things
 waiting in the one count: the header, the Review page and the `ws/changes-waiting/` socket,
-which moves again without a reload when it is kept."""
+which moves without a reload when one starts waiting, is kept, or reaches its timeout."""
 
 from __future__ import annotations
 
@@ -64,4 +64,27 @@ async def test_the_socket_counts_it_and_moves_when_it_is_kept(owner):
     assert first["count"] == 1
     await sync_to_async(owner.post)(f"/api/v1/actions/{action['id']}/keep", {})
     assert (await communicator.receive_json_from(timeout=TIMEOUT))["count"] == 0
+    await communicator.disconnect()
+
+
+async def test_the_socket_hears_a_token_rest_action_start_waiting_and_reach_its_timeout(
+    owner, settings
+):
+    # Long enough for the count read after the run ends to find it waiting; nothing is timed:
+    # the drop arrives by itself (no request, no reload) within the receive's own timeout.
+    settings.UNDOABLE_REST_PENDING_TIMEOUT_S = 10
+    communicator = await waiting_socket(owner.user)
+    assert (await communicator.receive_json_from(timeout=TIMEOUT))["count"] == 0
+    action = (await sync_to_async(owner.post)("/api/v1/actions", REST)).json()
+    assert action["status"] == "pending"
+    review = reverse("actions:review")
+    assert await communicator.receive_json_from(timeout=TIMEOUT) == {
+        "type": "waiting",
+        "count": 1,
+        "url": f"{review}#action-{action['id']}",
+    }
+    assert (await communicator.receive_json_from(timeout=TIMEOUT))["count"] == 0
+    assert (await sync_to_async(owner.get)(f"/api/v1/actions/{action['id']}")).json()[
+        "status"
+    ] == "expired"
     await communicator.disconnect()

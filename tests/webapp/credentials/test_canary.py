@@ -183,11 +183,16 @@ def production_mode(celery_worker: Path, redis_url: str) -> Iterator[None]:
 
 
 def _reset_celery_connections(app: Any) -> None:
-    # Connections made for another broker earlier in this process must not be reused.
+    # Connections made for another broker earlier in this process must not be reused. kombu keeps
+    # its producer pools in a process-wide registry keyed by broker URL: a later production_mode
+    # on the same Redis would be handed the pool closed here ("Acquire on closed pool").
+    from kombu import pools
+
     if app._pool is not None:
         app._pool.force_close_all()
         app._pool = None
     app.amqp._producer_pool = None
+    pools.reset()
 
 
 @database_sync_to_async

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run as a plain script from anywhere
 
 from tests.local_servers import free_port  # noqa: E402
+from tests.quota_mounts import remove_var_dir  # noqa: E402
 
 PY = sys.executable
 # The project's interpreter, also when a bench of its own venv (bench_peers.py) serves the app.
@@ -188,6 +189,8 @@ def served_env(users: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str], di
         del SERVERS[port]
         server.terminate()
         server.wait(10)
+        # Its pending changes' quota tmpfs would outlive it (bench_actions leaves some pending).
+        remove_var_dir(Path(var))
 
 
 def main() -> None:

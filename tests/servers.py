@@ -361,6 +361,26 @@ class MariaDbDatabase:
     name: str
     url: str
 
+    def sql(self, sql: str) -> list[tuple]:
+        """One statement as root over TCP, autocommitted: a test's set-up and its checks."""
+        import mysql.connector  # only the MariaDB tests need the driver
+
+        conn = mysql.connector.connect(
+            host="127.0.0.1",
+            port=int(self.url.rsplit(":", 1)[1].split("/")[0]),
+            user="root",
+            password=PASSWORD,
+            database=self.name,
+            use_pure=True,
+            autocommit=True,
+        )
+        try:
+            cur = conn.cursor()
+            cur.execute(sql)
+            return [tuple(row) for row in cur.fetchall()] if cur.with_rows else []
+        finally:
+            conn.close()
+
 
 class MariaDbServer:
     """A throwaway MariaDB server: mariadb-install-db + mariadbd with every file in `folder`,

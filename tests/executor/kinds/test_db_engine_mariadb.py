@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import mysql.connector
 import pytest
 
 from executor.kinds.db_engines import DbSession, engine_for_url, open_mariadb
@@ -106,21 +105,7 @@ def server(mariadb_server: MariaDbServer) -> Iterator[MariaDbDatabase]:
 
 
 def admin(server: MariaDbDatabase, sql: str) -> list[tuple]:
-    conn = mysql.connector.connect(
-        host="127.0.0.1",
-        port=int(server.url.rsplit(":", 1)[1].split("/")[0]),
-        user="root",
-        password=PASSWORD,
-        database=server.name,
-        use_pure=True,
-        autocommit=True,
-    )
-    try:
-        cur = conn.cursor()
-        cur.execute(sql)
-        return [tuple(row) for row in cur.fetchall()] if cur.with_rows else []
-    finally:
-        conn.close()
+    return server.sql(sql)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import mysql.connector
 import pytest
 
 from tests.factories import QueryFactory
@@ -32,21 +31,7 @@ def server(mariadb_server: MariaDbServer) -> Iterator[MariaDbDatabase]:
 
 
 def query(server: MariaDbDatabase, sql: str) -> list[tuple]:
-    conn = mysql.connector.connect(
-        host="127.0.0.1",
-        port=int(server.url.rsplit(":", 1)[1].split("/")[0]),
-        user="root",
-        password=PASSWORD,
-        database=server.name,
-        use_pure=True,
-        autocommit=True,
-    )
-    try:
-        cur = conn.cursor()
-        cur.execute(sql)
-        return [tuple(row) for row in cur.fetchall()] if cur.with_rows else []
-    finally:
-        conn.close()
+    return server.sql(sql)
 
 
 @pytest.fixture

@@ -1,9 +1,8 @@
 """A session's sandbox in a Docker container (DockerBackend.open_session).
 
 The same REPL driver as under bwrap (executor/backends/session_channel.py: same framing, same
-reply cap),
-run by the Docker supervisor in session mode (executor/backends/docker/driver.py), in a
-container built by the one Docker policy (executor/policy/docker_args.py): no network, read-only
+reply cap), run by the Docker supervisor in session mode (executor/backends/docker/driver.py), in
+a container built by the one Docker policy (executor/policy/docker_args.py): no network, read-only
 root, every capability dropped, memory and pids caps, the unprivileged uid, our seccomp filter
 on Docker's. The workspace is the host folder the manager prepared (quota tmpfs, host-side file
 API), bound at /workspace. The container ends when our attached socket closes, so it cannot

@@ -1,27 +1,26 @@
-"""Start and talk to one session's long-lived bwrap sandbox.
+"""One session's long-lived bwrap sandbox (BwrapBackend.open_session).
 
 Built on the shared policy (executor/policy/sandbox_policy.py, rendered by bwrap_args.py): the
-same namespaces, seccomp
-filter, read-only root, cgroups and rlimits as a single-use run, with two local changes that a
-session needs (parameters of the policy's bwrap_argv): /workspace is a host directory bound
-read-write (so files can be put and fetched from the host side) instead of a private tmpfs, and
-the program is the REPL driver (executor/sessions/driver.py). The launcher's hard kill (see
-launch_argv) bounds the session's whole life even if this process dies.
+same namespaces, seccomp filter, read-only root, cgroups and rlimits as a single-use run, with
+two local changes that a session needs (parameters of the policy's bwrap_argv): /workspace is a
+host directory bound read-write (so files can be put and fetched from the host side) instead of
+a private tmpfs, and the program is the REPL driver. The launcher's hard kill (see launch_argv)
+bounds the session's whole life even if this process dies.
 """
 
 from __future__ import annotations
 
-import abc
 import contextlib
 import json
 import os
 import signal
 import subprocess
 import time
-from functools import cache
 from pathlib import Path
 from typing import Any
 
+from executor.backends import session_channel
+from executor.backends.session_channel import SESSION_ENV, FramedChannel, SessionDied
 from executor.errors import SandboxFailed
 from executor.limits import Limits
 from executor.linux import fdwait
@@ -29,45 +28,6 @@ from executor.linux.cgroups import SandboxCgroup
 from executor.linux.spawn import spawn_sandbox
 from executor.policy.bwrap_args import SandboxFds, bwrap_argv
 from executor.policy.sandbox_policy import SandboxPolicy
-
-# pip inside a session: the rootfs's Python is "externally managed" (PEP 668); installs go to
-# the user site in the writable HOME (/workspace/.local), offline, without a cache.
-SESSION_ENV = {
-    "PIP_USER": "1",
-    "PIP_BREAK_SYSTEM_PACKAGES": "1",
-    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-    "PIP_NO_CACHE_DIR": "1",
-    "PIP_NO_INPUT": "1",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
-
-
-class SessionDied(SandboxFailed):
-    """The session's sandbox is gone (killed, reaped, crashed); its state is lost."""
-
-
-class ReplyTooLarge(SessionDied):
-    """The session announced a reply past its cap; nothing more is read, the session ends."""
-
-
-# Room for the reply's own fields around its two output strings.
-REPLY_MARGIN_BYTES = 64 * 1024
-
-
-def max_reply_bytes(limits: Limits) -> int:
-    """The largest reply the host reads from a session's driver.
-
-    The driver caps stdout and stderr at max_output_bytes each, but the cell runs in the
-    driver's own process and can write anything on the reply pipe: the host never buffers
-    more than an honest reply can be. JSON may spell each output byte in up to 6 (a
-    replacement character or control byte as a \\uXXXX escape).
-    """
-    return 2 * 6 * limits.max_output_bytes + REPLY_MARGIN_BYTES
-
-
-@cache
-def driver_source() -> str:
-    return Path(__file__).with_name("driver.py").read_text()
 
 
 def session_argv(
@@ -79,7 +39,8 @@ def session_argv(
     the user's own process anyway, so it gains nothing from being PID 1. No `-I` either: it
     would ignore SESSION_ENV's PYTHON* variables and pip's user site in /workspace/.local.
     """
-    program = ["/usr/bin/python3", "-c", driver_source(), str(fds.job), str(fds.status), config]
+    driver = session_channel.driver_source()
+    program = ["/usr/bin/python3", "-c", driver, str(fds.job), str(fds.status), config]
     return bwrap_argv(
         SandboxPolicy.of(limits, workspace=Path(workdir)),
         rootfs=rootfs,
@@ -90,69 +51,7 @@ def session_argv(
     )
 
 
-class SessionChannel(abc.ABC):
-    """A running session sandbox, whichever backend holds it: send a command, read its reply
-    (the driver's framing, capped on its header); `kill()` ends it for good."""
-
-    def __init__(self, max_reply: int) -> None:
-        self.max_reply = max_reply
-        self._buf = bytearray()
-
-    @property
-    @abc.abstractmethod
-    def pid(self) -> int:
-        """Host pid of the sandbox's outermost process (tests check it is really gone)."""
-
-    @property
-    @abc.abstractmethod
-    def alive(self) -> bool: ...
-
-    @abc.abstractmethod
-    def send(self, message: dict[str, Any]) -> None: ...
-
-    @abc.abstractmethod
-    def stop(self) -> None:
-        """End the sandbox's processes but keep its descriptors: a cell reading a reply on
-        another thread sees the end (SessionDied) instead of a descriptor closed under it,
-        whose number the process could already have given to another file."""
-
-    @abc.abstractmethod
-    def kill(self) -> None:
-        """SIGKILL every process of the sandbox and release what it held."""
-
-    @abc.abstractmethod
-    def stop_counters(self) -> tuple[bool, bool]:
-        """(an OOM kill happened, the pids cap was hit): why a sandbox that died ended."""
-
-    @abc.abstractmethod
-    def _read_some(self, timeout: float) -> bytes | None:
-        """Reply bytes; b"" once the sandbox has ended, None if `timeout` passed first."""
-
-    def receive(self, *, deadline: float) -> dict[str, Any]:
-        """The next reply, or SessionDied if the sandbox ends or `deadline` passes first."""
-        while True:
-            if len(self._buf) >= 8:
-                size = int.from_bytes(self._buf[:8], "big")
-                if size > self.max_reply:  # checked on the header, before reading the body
-                    raise ReplyTooLarge(
-                        f"the session's reply was larger than {self.max_reply} bytes"
-                    )
-                if len(self._buf) >= 8 + size:
-                    body = bytes(self._buf[8 : 8 + size])
-                    del self._buf[: 8 + size]
-                    reply: dict[str, Any] = json.loads(body)
-                    return reply
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise SessionDied("no reply before the deadline")
-            data = self._read_some(remaining)
-            if data == b"":
-                raise SessionDied("the session sandbox exited")
-            if data:
-                self._buf += data
-
-
-class SessionSandbox(SessionChannel):
+class BwrapSession(FramedChannel):
     """A session in a bwrap sandbox, driven over two pipes."""
 
     def __init__(
@@ -179,7 +78,7 @@ class SessionSandbox(SessionChannel):
         lifetime_s: float,
         host_uid: int | None,
         cgroup_parents: dict[str, str],
-    ) -> SessionSandbox:
+    ) -> BwrapSession:
         def argv_for(fds: SandboxFds, cgroup: SandboxCgroup | None) -> list[str]:
             memory_cgroup = bool(cgroup and cgroup.has_memory)
             rlimits = SandboxPolicy.of(limits).rlimits(memory_cgroup=memory_cgroup)
@@ -199,7 +98,11 @@ class SessionSandbox(SessionChannel):
         )
         proc = spawned.proc
         sandbox = cls(
-            proc, spawned.job_w, spawned.status_r, spawned.cgroup, max_reply_bytes(limits)
+            proc,
+            spawned.job_w,
+            spawned.status_r,
+            spawned.cgroup,
+            session_channel.max_reply_bytes(limits),
         )
         try:
             sandbox.receive(deadline=time.monotonic() + 30.0)

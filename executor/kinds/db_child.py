@@ -154,6 +154,8 @@ class _Server:
                 session.commit()
             elif op == "rollback":
                 session.rollback()
+            elif op == "rollback_checked":
+                return {"ok": True, "digests": session.rollback_checked()}
             elif op == "close":
                 self._stop_serving()
                 session.close()
@@ -281,6 +283,13 @@ class _Explained:
 
     def close(self) -> None:
         self._session.close()
+
+    def rollback_checked(self) -> dict[str, Any] | None:
+        """Roll back; PostgreSQL proves it (touched tables' digests), the others do not."""
+        if isinstance(self._session, PostgresSession):
+            return self._session.rollback_checked()
+        self._session.rollback()
+        return None
 
     def state(self) -> DbState:
         if isinstance(self._session, MariaDbSession):

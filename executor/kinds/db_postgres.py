@@ -16,6 +16,7 @@ the settings read) use the simple protocol.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import secrets
@@ -23,7 +24,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from itertools import groupby
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import psycopg
 from psycopg import pq
@@ -38,6 +39,7 @@ from psycopg.types.string import TextLoader
 
 from executor.kinds import netpolicy
 from executor.kinds.db_digest import DbState, postgres_state
+from executor.kinds.db_rollback_check import rollback_verified
 from executor.kinds.db_values import (
     Params,
     Reply,
@@ -132,32 +134,34 @@ def open_postgres(
     timeout_ms = max(1, int(statement_timeout_s * 1000))
     last = "no address"
     for _, sockaddr in netpolicy.resolve(host, port, allow_private=allow_private):
+        connect = functools.partial(
+            psycopg.connect,
+            host=host,
+            hostaddr=str(sockaddr[0]),
+            port=port,
+            dbname=info.get("dbname") or "",
+            user=info.get("user") or "",
+            password=secret,
+            sslmode=info.get("sslmode") or "prefer",
+            connect_timeout=int(info.get("connect_timeout") or 10),
+            passfile=os.devnull,
+            sslcertmode="disable",
+            client_encoding="UTF8",
+            application_name="undoable",
+            options=(
+                f"-c standard_conforming_strings=on -c backslash_quote=safe_encoding "
+                f"-c statement_timeout={timeout_ms} -c idle_in_transaction_session_timeout=0"
+            ),
+            autocommit=False,
+        )
         try:
-            conn = psycopg.connect(
-                host=host,
-                hostaddr=str(sockaddr[0]),
-                port=port,
-                dbname=info.get("dbname") or "",
-                user=info.get("user") or "",
-                password=secret,
-                sslmode=info.get("sslmode") or "prefer",
-                connect_timeout=int(info.get("connect_timeout") or 10),
-                passfile=os.devnull,
-                sslcertmode="disable",
-                client_encoding="UTF8",
-                application_name="undoable",
-                options=(
-                    f"-c standard_conforming_strings=on -c backslash_quote=safe_encoding "
-                    f"-c statement_timeout={timeout_ms} -c idle_in_transaction_session_timeout=0"
-                ),
-                autocommit=False,
-            )
+            conn = connect()
         except (psycopg.Error, ValueError) as exc:
             last = _scrub(str(exc), secret)
             continue
         if repeatable_read:  # before the session's first statement begins the transaction
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-        return PostgresSession(conn, secret, max_rows, max_reply_bytes)
+        return PostgresSession(conn, secret, max_rows, max_reply_bytes, connect)
     raise TransactionError(f"cannot connect to the database: {last}")
 
 
@@ -165,9 +169,14 @@ class PostgresSession:
     engine = "postgres"
 
     def __init__(
-        self, conn: psycopg.Connection, secret: str, max_rows: int, max_reply_bytes: int
+        self,
+        conn: psycopg.Connection,
+        secret: str,
+        max_rows: int,
+        max_reply_bytes: int,
+        connect: Callable[[], psycopg.Connection],
     ) -> None:
-        self._conn, self._secret = conn, secret
+        self._conn, self._secret, self._connect = conn, secret, connect
         self._max_rows, self._max_reply_bytes = max_rows, max_reply_bytes
         self._savepoint = f"undoable_{secrets.token_hex(8)}"
         self._broken: str | None = None
@@ -188,6 +197,10 @@ class PostgresSession:
         )
         try:
             conn.execute(_NEWER_SETTINGS)
+            # The database as the run finds it, for a verified rollback (db_rollback_check);
+            # exported outside any savepoint, as the server requires.
+            exported = conn.execute("SELECT pg_catalog.pg_export_snapshot()").fetchone()
+            self._snapshot = str(exported[0]) if exported else ""
             conn.execute(f"SAVEPOINT {self._savepoint}")
             self._settings = _named(conn.execute(_READ_SETTINGS).fetchone())
         except psycopg.Error as exc:
@@ -395,6 +408,23 @@ class PostgresSession:
 
     def rollback(self) -> None:
         self._end(self._conn.rollback)
+
+    def rollback_checked(self) -> dict[str, Any] | None:
+        """Roll back, proving it: the touched tables' digests at the run's base and after
+        (db_rollback_check); None when the transaction had already ended (nothing to read)."""
+        if self._broken is not None:
+            self._end(self._conn.rollback)
+            return None
+        try:
+            with self._on_connection():
+                return rollback_verified(self._conn, self._snapshot, self._connect)
+        except psycopg.Error as exc:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.rollback()
+            message = _scrub(_pg_message(exc), self._secret)
+            raise TransactionError(f"the rollback could not be verified: {message}") from None
+        finally:
+            self._broken = self._broken or "the transaction has ended"
 
     def _end(self, action: Callable[[], None]) -> None:
         try:

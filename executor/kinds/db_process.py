@@ -159,6 +159,22 @@ class DbProcess:
     def rollback(self) -> None:
         self._call({"op": "rollback"}, TransactionError)
 
+    def rollback_checked(self) -> dict[str, Any] | None:
+        """Roll back; for PostgreSQL with the touched tables' digests at the run's base and
+        after ({before, after, tables}, checked for shape), else None."""
+        digests = self._call({"op": "rollback_checked"}, TransactionError).get("digests")
+        if digests is None:
+            return None
+        if not (
+            isinstance(digests, dict)
+            and type(digests.get("before")) is str
+            and type(digests.get("after")) is str
+            and isinstance(digests.get("tables"), list)
+            and all(type(name) is str for name in digests["tables"])
+        ):
+            raise TransactionError("the database process sent a rollback check out of shape")
+        return digests
+
     def mark(self, name: str) -> None:
         """Have the child read the database's state now and keep it as `name` (db_digest);
         it stays in the child, which can hold a large table's row hashes under its limits."""

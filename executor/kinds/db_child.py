@@ -285,10 +285,10 @@ class _Explained:
         self._session.close()
 
     def rollback_checked(self) -> dict[str, Any] | None:
-        """Roll back; PostgreSQL proves it (touched tables' digests), the others do not."""
+        """PostgreSQL: roll back and prove it (touched tables' digests); the others: None,
+        and the close that follows rolls back."""
         if isinstance(self._session, PostgresSession):
             return self._session.rollback_checked()
-        self._session.rollback()
         return None
 
     def state(self) -> DbState:

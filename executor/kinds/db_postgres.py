@@ -410,10 +410,11 @@ class PostgresSession:
         self._end(self._conn.rollback)
 
     def rollback_checked(self) -> dict[str, Any] | None:
-        """Roll back, proving it: the touched tables' digests at the run's base and after
-        (db_rollback_check); None when the transaction had already ended (nothing to read)."""
-        if self._broken is not None:
-            self._end(self._conn.rollback)
+        """Roll back, proving it: the touched tables' digests in the run's snapshot and after
+        (db_rollback_check). None, and nothing done, when the transaction already ended or a
+        statement of the program still holds the connection: the close that follows rolls
+        back (and is bounded, where a read here would wait for the statement)."""
+        if self._broken is not None or not self._idle.is_set():
             return None
         try:
             with self._on_connection():

@@ -160,8 +160,9 @@ class DbProcess:
         self._call({"op": "rollback"}, TransactionError)
 
     def rollback_checked(self) -> dict[str, Any] | None:
-        """Roll back; for PostgreSQL with the touched tables' digests at the run's base and
-        after ({before, after, tables}, checked for shape), else None."""
+        """PostgreSQL: roll back, with the touched tables' digests in the run's snapshot and
+        after ({before, after, tables}, checked for shape); None when it could not (close()
+        then rolls back)."""
         digests = self._call({"op": "rollback_checked"}, TransactionError).get("digests")
         if digests is None:
             return None

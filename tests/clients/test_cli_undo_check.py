@@ -41,3 +41,22 @@ def test_action_show_says_a_discard_was_verified(cli, owner, app_server):
         "undo verified: the state is as before the run"
         in cli.run("action", "show", str(action.id)).stdout
     )
+
+
+def test_action_show_says_what_the_probe_found(cli, owner, app_server):
+    from undoable_client import Client
+
+    from tests.webapp.actions.test_rest_probe import DELETE, GONE, POST, TOKEN, FakeSlackServer
+
+    with FakeSlackServer(token=TOKEN) as slack:
+        creds = {"SLACK_URL": slack.base_url, "SLACK_TOKEN": TOKEN}
+        action = Client(app_server, owner.token).action(
+            "rest",
+            POST,
+            reverse_code=DELETE,
+            probe=GONE,
+            hosts=[f"127.0.0.1:{slack.port}"],
+            credentials=creds,
+        )
+        assert action.undo(credentials=creds).status == "reversed"
+    assert "probe: the effect is gone (exit 0)" in cli.run("action", "show", str(action.id)).stdout

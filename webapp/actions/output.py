@@ -102,6 +102,8 @@ def action_json(query: Query) -> dict[str, Any]:
             "undo_check": PendingChange.objects.filter(run=state.reverse)
             .values_list("undo_check", flat=True)
             .first(),
+            # rest: the probe's outcome, when the action declared one (workspaces.probes)
+            "probe": state.reverse.probe,
         }
     action = getattr(query, "action", None)
     return {

@@ -89,6 +89,7 @@ def action_create(
                 reverse_code=request.reverse_code,
                 hosts=request.hosts,
                 credential_names=sorted(request.credentials),
+                probe_code=request.probe,
             )
             Action.objects.create(
                 query=query,

@@ -143,6 +143,7 @@ def _apply_proposal(query: Query, proposal: llm.Proposal) -> None:
     }
     query.hosts = proposal.hosts
     query.reversible = proposal.reversible
+    query.probe_code = proposal.probe_code
     query.generation_error = ""
     # A new proposal replaces the code a fix was made to: that diff no longer means anything.
     query.forward_code_before_fix = query.reverse_code_before_fix = ""

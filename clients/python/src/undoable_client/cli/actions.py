@@ -34,6 +34,16 @@ def show_action(ui: Ui, action: Action) -> None:
     ui.change(action.change)
     show_undo_check(ui, (action.change or {}).get("undo_check"))
     show_undo_check(ui, (action.reverse or {}).get("undo_check"))
+    show_probe(ui, (action.reverse or {}).get("probe"))
+
+
+def show_probe(ui: Ui, probe: dict | None) -> None:
+    """A rest action's probe, run after the reverse program: is the effect gone?"""
+    if not probe:
+        return
+    gone = bool(probe.get("passed"))
+    said = "the effect is gone" if gone else "the effect is NOT gone"
+    ui.line(f"probe: {said} (exit {probe.get('exit_code')})", "green" if gone else "red")
 
 
 def show_undo_check(ui: Ui, check: dict | None) -> None:

@@ -15,7 +15,7 @@ import logging
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Max, Q
+from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
 from webapp import lifecycle
@@ -23,33 +23,36 @@ from webapp.actions.state import EXPIRED_REASON, action_state, rest_deadline
 from webapp.audit.models import AuditEvent
 from webapp.audit.services import audit_query
 from webapp.queries.models import Query
-from webapp.runs.models import RunDirection, RunStatus
+from webapp.runs.models import Run, RunDirection, RunStatus
 
 logger = logging.getLogger(__name__)
 
 
 def _candidates(now: dt.datetime) -> list[Query]:
-    """Rest queries with a forward run that succeeded before the cutoff, not undone since and
+    """Rest queries whose latest forward run succeeded before the cutoff, not undone since and
     not ended by a Keep, a revocation or an expiry (their state is read once more to be sure)."""
     cutoff = now - dt.timedelta(seconds=settings.UNDOABLE_REST_PENDING_TIMEOUT_S)
-    forward = Q(runs__direction=RunDirection.FORWARD)
+    latest = Run.objects.filter(query=OuterRef("pk"), direction=RunDirection.FORWARD).order_by(
+        "-created_at", "-id"
+    )
+    undone = Run.objects.filter(
+        query=OuterRef("pk"),
+        direction=RunDirection.REVERSE,
+        created_at__gte=OuterRef("forward_at"),
+    )
     return list(
-        Query.objects.filter(
-            kind="rest",
-            runs__direction=RunDirection.FORWARD,
-            runs__status=RunStatus.SUCCEEDED,
-            runs__finished_at__lt=cutoff,
+        Query.objects.filter(kind="rest")
+        .annotate(
+            forward_at=Subquery(latest.values("created_at")[:1]),
+            forward_status=Subquery(latest.values("status")[:1]),
+            forward_finished_at=Subquery(latest.values("finished_at")[:1]),
         )
+        .filter(forward_status=RunStatus.SUCCEEDED, forward_finished_at__lt=cutoff)
+        .exclude(Exists(undone))
         .exclude(action__kept_at__isnull=False)
         .exclude(action__token_revoked_at__isnull=False)
         .exclude(action__expired_at__isnull=False)
-        .annotate(
-            forward_at=Max("runs__created_at", filter=forward),
-            reverse_at=Max("runs__created_at", filter=Q(runs__direction=RunDirection.REVERSE)),
-        )
-        .filter(Q(reverse_at__isnull=True) | Q(reverse_at__lt=F("forward_at")))
         .select_related("owner")
-        .distinct()
     )
 
 

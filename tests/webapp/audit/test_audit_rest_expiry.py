@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.db.models import Q
+from django.utils import timezone
 
 from webapp import lifecycle
 from webapp.actions import expiry
@@ -56,6 +57,7 @@ def test_a_kept_or_undone_rest_action_never_expires(owner, settings):
     undone = owner.post("/api/v1/actions", REST).json()
     owner.post(f"/api/v1/actions/{undone['id']}/undo", {"credentials": {}})
     settings.UNDOABLE_REST_PENDING_TIMEOUT_S = 0
+    assert expiry._candidates(timezone.now()) == []  # not even read again each pass
     assert expiry.rest_actions_expire() == []
     assert timeouts() == []
 

@@ -1,5 +1,6 @@
 """An Undo after a Keep runs the reverse program; what it left different from the workspace the
-forward run began from is recorded with it and shown (API, page): a report, not an alarm."""
+forward run began from is recorded with it and shown (API, page): a report, not an alarm. A
+Discard or rollback is verified and shown too."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import logging
 
 import pytest
 
+from tests.webapp.actions.test_action_undo import ADD_500, pg_url  # noqa: F401 (a fixture)
 from webapp.workspaces.models import PendingChange
 
 pytestmark = pytest.mark.usefixtures("threads_runner", "workspaces_root")
@@ -52,3 +54,19 @@ def test_a_discard_is_verified_on_the_page(owner):
     owner.client.force_login(owner.user)
     page = owner.client.get(f"/queries/{action['id']}/").content.decode()
     assert "Verified: the workspace is as it was before the run" in page
+
+
+@pytest.mark.postgres
+def test_a_postgresql_rollback_is_verified_on_the_touched_tables(owner, pg_url):  # noqa: F811
+    body = {"kind": "db", "forward_code": ADD_500, "db": {"url": "BANK_URL"},
+            "credentials": {"BANK_URL": pg_url}}  # fmt: skip
+    action = owner.post("/api/v1/actions", body).json()
+    assert action["status"] == "pending", action
+    discarded = owner.post(f"/api/v1/actions/{action['id']}/discard", {}).json()
+    check = discarded["change"]["undo_check"]
+    assert (check["matched"], check["tables"]) == (True, ["public.accounts"])
+    owner.client.force_login(owner.user)
+    page = owner.client.get(f"/queries/{action['id']}/").content.decode()
+    assert (
+        "Verified: the database is as it was before the run (tables read: public.accounts)" in page
+    )

@@ -9,6 +9,8 @@ import logging
 import pytest
 
 from tests.webapp.actions.test_action_undo import ADD_500, pg_url  # noqa: F401 (a fixture)
+from webapp.audit.models import AuditEntry
+from webapp.audit.verify import audit_verify
 from webapp.workspaces.models import PendingChange
 
 pytestmark = pytest.mark.usefixtures("threads_runner", "workspaces_root")
@@ -32,6 +34,11 @@ def test_a_reverse_program_that_restores_the_workspace_leaves_no_difference(owne
     check = undone["reverse"]["undo_check"]
     assert (check["matched"], check["differences"], check["diff"]) == (True, 0, [])
     assert check["before"] == check["after"]
+    # The ledger's entry for the reverse program's Keep holds both digests.
+    kept = AuditEntry.objects.filter(event="keep").order_by("seq").last()
+    assert kept is not None
+    assert (kept.digests["state_before"], kept.digests["matched"]) == (check["before"], True)
+    assert audit_verify()[1] is None
 
 
 def test_what_a_reverse_program_left_behind_is_named_and_shown(owner, caplog):
@@ -50,7 +57,13 @@ def test_what_a_reverse_program_left_behind_is_named_and_shown(owner, caplog):
 def test_a_discard_is_verified_on_the_page(owner):
     action = owner.post("/api/v1/actions", {"kind": "fs", "forward_code": WRITES_TWO}).json()
     owner.post(f"/api/v1/actions/{action['id']}/discard", {})
-    assert PendingChange.objects.get(run__query_id=action["id"]).undo_check["matched"] is True
+    check = PendingChange.objects.get(run__query_id=action["id"]).undo_check
+    assert check["matched"] is True
+    entry = AuditEntry.objects.get(event="discard")
+    assert (entry.digests["state_before"], entry.digests["state_after"]) == (
+        check["before"],
+        check["after"],
+    )
     owner.client.force_login(owner.user)
     page = owner.client.get(f"/queries/{action['id']}/").content.decode()
     assert "Verified: the workspace is as it was before the run" in page

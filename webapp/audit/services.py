@@ -149,7 +149,11 @@ def audit_run_end(*, run: Any) -> AuditEntry:
         forward_code=query.forward_code,
         reverse_code=query.reverse_code,
         outcome=f"{run.status}: {run.error}" if run.error else str(run.status),
-        digests={"code": sha256_text(run.code)},
+        digests={
+            "code": sha256_text(run.code),
+            # a rest Undo's probe: did it find the effect gone (webapp.workspaces.probes)
+            **({"probe_passed": run.probe["passed"]} if getattr(run, "probe", None) else {}),
+        },
     )
 
 

@@ -50,4 +50,5 @@ def probe_after_reverse(run: Run, spec: RunSpec, limits: Limits, reverse: RunRes
             "refused_hosts": sorted(set(refused))[:20],
         }
     Run.objects.filter(pk=run.pk).update(probe=outcome)
+    run.probe = outcome  # the worker's row, whose end entry records it (audit_run_end)
     logger.info("rest probe ran", extra={"run_id": run.pk, "passed": outcome["passed"]})

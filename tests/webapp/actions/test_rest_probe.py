@@ -11,6 +11,7 @@ import pytest
 
 from executor import egress_prepared
 from tests.fakes.llm_server import tool_call
+from webapp.audit.models import AuditEntry
 from webapp.workspaces import probes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fakes"))
@@ -71,6 +72,8 @@ def test_a_probe_after_a_reverse_that_worked_says_the_effect_is_gone(owner):
         probe = undone(owner, slack, reverse_code=DELETE, probe=GONE)
     assert (probe["passed"], probe["exit_code"]) == (True, 0)
     assert TOKEN not in str(probe)
+    undo = AuditEntry.objects.filter(event="undo").order_by("seq").last()
+    assert undo is not None and undo.digests["probe_passed"] is True  # in the ledger too
 
 
 def test_deny_a_reverse_that_left_the_effect_fails_its_probe(owner):

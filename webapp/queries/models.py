@@ -66,6 +66,7 @@ class QueryVersion(models.Model):
     # {credential: [scope]} a connected service must have granted (webapp/connections/scopes.py).
     needed_scopes = models.JSONField(default=dict, blank=True)
     reversible = models.BooleanField(default=True)
+    probe_code = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

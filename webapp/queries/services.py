@@ -34,6 +34,7 @@ _VERSIONED_FIELDS = (
     "credential_names",
     "needed_scopes",
     "reversible",
+    "probe_code",
 )
 
 

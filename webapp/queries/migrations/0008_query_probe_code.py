@@ -14,4 +14,9 @@ class Migration(migrations.Migration):
             name="probe_code",
             field=models.TextField(blank=True),
         ),
+        migrations.AddField(
+            model_name="queryversion",
+            name="probe_code",
+            field=models.TextField(blank=True),
+        ),
     ]

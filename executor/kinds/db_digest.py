@@ -192,7 +192,7 @@ def sqlite_virtual_shadows(conn: sqlite3.Connection, names: set[str]) -> set[str
 def _sqlite_rows(conn: sqlite3.Connection, name: str) -> tuple[tuple[str, ...], Counter[bytes]]:
     """Each row as the database renders it: its values' `quote()`s, which keep the storage
     type (1, 1.0, '1', X'31', NULL). A text holding a NUL, which quote() would cut there, goes
-    as its bytes (T X'..'). The values are self-delimiting, so the row's text is exact."""
+    as its bytes (TX'..'). The values are self-delimiting, so the row's text is exact."""
     table = _sqlite_quote(name)
     columns = tuple(_text(c[1]) for c in conn.execute(f"PRAGMA table_info({table})"))
     if not columns:

@@ -447,9 +447,7 @@ class PostgresSession:
             try:
                 reader.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
                 reader.read_only = True
-                reader.execute(
-                    sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(self._snapshot))
-                )
+                _import_snapshot(reader, self._snapshot)
                 self.rollback()
                 before = postgres_state(reader, begun, touched & begun.shapes.keys())
             except psycopg.Error as exc:
@@ -500,6 +498,12 @@ class PostgresSession:
         finally:
             self._conn.close()
             self._broken = self._broken or "the session is closed"
+
+
+def _import_snapshot(reader: psycopg.Connection, snapshot: str) -> None:
+    """`reader`'s transaction sees what the exporting one saw when it began, and no commit
+    since (the rehearsal's own changes were never committed, so none of them either)."""
+    reader.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
 
 
 def _convert(query: bytes) -> tuple[bytes, list, list[str] | None]:

@@ -109,16 +109,18 @@ def compare(before: DbState, after: DbState) -> dict[str, Any]:
 
 
 def _named(rows: Counter[bytes], columns: tuple[str, ...]) -> list[str]:
+    """SQLite's rows as `(a, b) = (1, 'x')`; PostgreSQL's as their row text `(1,x)`."""
     named = []
-    head = f"({', '.join(columns)}) = " if columns else ""
     for row in sorted(rows)[:MAX_DIFF_ROWS]:
         text = row.decode("utf-8", "backslashreplace")
         if text.startswith("#"):  # a long row: its hash, then its first characters
             digest, _, prefix = text.partition(" ")
-            text = f"{head}({prefix}...) {digest[:13]}"
+            text, after = prefix + "...", f" {digest[:13]}"
         else:
-            text = f"{head}({text})"
-        named.append(text[: MAX_ROW_CHARS + 50])
+            after = ""
+        if columns:
+            text = f"({', '.join(columns)}) = ({text})"
+        named.append(text[:MAX_ROW_CHARS] + after)
     return named
 
 

@@ -67,6 +67,7 @@ def test_deny_a_table_only_a_trigger_writes_is_read(backend, limits, place):
     assert [(d["table"], d["extra"]) for d in verdict.diff] == [("audit", 2)]
 
 
+@pytest.mark.sabotage
 def test_sabotage_without_the_authorizers_record_a_trigger_write_passes(
     backend, limits, place, monkeypatch
 ):
@@ -91,6 +92,7 @@ def test_deny_a_text_that_differs_after_its_nul_differs(backend, limits, place):
     assert verdict.diff[0]["extra_rows"] == ["(key, value) = ('nul', TX'610063')"]
 
 
+@pytest.mark.sabotage
 def test_sabotage_quote_alone_cuts_a_text_at_its_nul(backend, limits, place, monkeypatch):
     in_db_process(
         monkeypatch,
@@ -169,6 +171,7 @@ def test_deny_a_postgres_table_only_a_trigger_writes_is_read(backend, limits, pl
     assert [(d["table"], d["extra"]) for d in verdict.diff] == [("public.audit", 6)]
 
 
+@pytest.mark.sabotage
 @pytest.mark.postgres
 def test_sabotage_without_the_transactions_write_counts_a_trigger_write_passes(
     backend, limits, place, pg_database, monkeypatch
@@ -194,6 +197,7 @@ def test_deny_a_truncated_table_is_read(backend, limits, place, pg_database):
     assert [(d["table"], d["missing"]) for d in verdict.diff] == [("public.tags", 3)]
 
 
+@pytest.mark.sabotage
 @pytest.mark.postgres
 def test_sabotage_without_the_storage_files_a_truncate_passes(
     backend, limits, place, pg_database, monkeypatch
@@ -232,6 +236,7 @@ def test_deny_another_sessions_commit_is_not_the_programs_change(
     assert verdict.restored is True, verdict.diff
 
 
+@pytest.mark.sabotage
 @pytest.mark.postgres
 def test_sabotage_without_the_snapshot_another_sessions_commit_counts(
     backend, limits, place, pg_database, monkeypatch

@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from executor.kinds import db_digest, db_postgres
+from executor.kinds import db_digest, db_postgres, db_sqlite
 from executor.kinds.db_engines import open_postgres, open_sqlite
 from tests.servers import PostgresDatabase, PostgresServer
 
@@ -120,3 +120,38 @@ def test_sqlite_a_long_row_is_kept_as_its_hash_and_shown_by_its_start(db_file: P
     assert missing.startswith("(what) = ('aaaa") and extra.startswith("(what) = ('aaaa")
     assert missing != extra  # the same first characters, another hash
     assert len(missing) < db_digest.MAX_ROW_CHARS + 20
+
+
+def rehearse_a_trigger_added_after_its_statement_ran(db_file: Path) -> dict:
+    """The same UPDATE text twice (SQLite's statement cache), a trigger created between: the
+    second run re-prepares it, with the trigger's write, past the authorizer again."""
+    session = open_sqlite(db_file, max_bytes=8 << 20)
+    try:
+        session.rehearsal_begin()
+        session.execute("UPDATE accounts SET balance = balance + 1")
+        session.execute("UPDATE accounts SET balance = balance - 1")
+        session.execute(
+            "CREATE TRIGGER log AFTER UPDATE ON accounts BEGIN INSERT INTO ledger VALUES ('x'); END"
+        )
+        session.execute("UPDATE accounts SET balance = balance + 1")
+        session.execute("DROP TRIGGER log")
+        session.execute("UPDATE accounts SET balance = balance - 1")
+        return session.rehearsal_verdict()
+    finally:
+        session.close()
+
+
+def test_deny_a_trigger_added_after_its_statement_ran_is_seen(db_file: Path) -> None:
+    verdict = rehearse_a_trigger_added_after_its_statement_ran(db_file)
+    assert verdict["restored"] is False
+    assert [(d["table"], d["extra"]) for d in verdict["diff"]] == [("ledger", 2)]
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_authorizers_record_the_triggers_write_passes(
+    db_file: Path, monkeypatch
+) -> None:
+    monkeypatch.setattr(db_sqlite, "_WRITES_ARG1", frozenset())
+    monkeypatch.setattr(db_sqlite, "_WRITES_ARG2", frozenset())
+    verdict = rehearse_a_trigger_added_after_its_statement_ran(db_file)
+    assert verdict["restored"] is True  # wrong: ledger holds two rows more

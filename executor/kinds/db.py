@@ -155,14 +155,16 @@ class PendingDb:
         with self._lock:
             self._check_open()
             if self._session.engine == "postgres":
-                why = "the transaction had ended, or a statement still held the connection"
                 try:
                     digests = self._session.rollback_checked()
+                    if digests is None:  # a rehearsal's verdict ended it, or a run was stopped
+                        logger.info(
+                            "db rollback not verified: the transaction had ended or was busy",
+                            extra={"run_id": self._run_id},
+                        )
                 except ExecutorError as exc:  # rolled back all the same (by _end below)
-                    why = str(exc)
-                if digests is None:
                     logger.warning(
-                        "db rollback not verified", extra={"run_id": self._run_id, "why": why}
+                        "db rollback not verified", extra={"run_id": self._run_id, "why": str(exc)}
                     )
             self._end()
         logger.info("db change undone", extra={"engine": self._session.engine})

@@ -2,23 +2,24 @@
 the forward run and after the rollback.
 
 The whole database is not read for every run; only the tables the run touched are, and they
-are known only once it ran. So the session exports its snapshot before the program's first
-statement (`pg_export_snapshot()`: the database as the run found it, importable while the
-run's transaction is open), and at Undo the host, in the db process:
+are known only once it ran. The session exports its transaction's snapshot before the
+program's first statement (db_postgres: the database as the run found it, importable while the
+transaction is open), and at Undo the host, in the db process:
 
-1. lists, on the run's connection, the tables its transaction wrote rows of
-   (`pg_stat_xact_user_tables`: trigger and function writes included) and the tables that
-   exist now;
-2. on a second connection to the same address, imports the snapshot (REPEATABLE READ) and
-   digests those tables, plus any table created or dropped since (the two lists differ);
+1. reads, on the run's connection, the catalog now and the tables the transaction wrote rows
+   of (db_digest: `postgres_catalog`, `postgres_written`, which takes in what triggers and
+   functions wrote);
+2. on a second connection to the same address, imports the snapshot and reads the catalog as
+   it was; the touched tables are the rehearsal's (`postgres_touched`: written, or whose shape
+   or storage file moved, or that came or went), and their rows are digested as they were;
 3. rolls the run's transaction back and digests the same tables afresh.
 
-The digests match when the rollback left those tables as the run found them. Anything else
-that changed them meanwhile (another session's commit, a write that escaped the transaction)
-is a mismatch too, as a workspace changed behind a Discard is. A table changed only in its
-shape (an ALTER TABLE that writes no row) is not listed by step 1. Costs: the export holds
-back vacuum's horizon while the change waits (the open transaction mostly does already), and
-an Undo reads the touched tables twice.
+The digests match when the rollback left the database as the run found it (every table's
+shape, the touched tables' rows). Anything else that changed them meanwhile (another session's
+commit, a write that escaped the transaction) is a mismatch too, as a workspace changed behind a
+Discard is. Costs: the export holds back vacuum's horizon while the change waits (the open
+transaction mostly does already), an Undo reads the catalog three times and the touched tables
+twice, over one more connection.
 """
 
 from __future__ import annotations
@@ -27,24 +28,14 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
-from executor.kinds.db_digest import postgres_state
-from executor.kinds.errors import TransactionError
-
-_WRITTEN = """
-SELECT schemaname || '.' || relname FROM pg_catalog.pg_stat_xact_user_tables
-WHERE n_tup_ins + n_tup_upd + n_tup_del > 0
-"""
-_TABLES = """
-SELECT n.nspname || '.' || c.relname FROM pg_catalog.pg_class c
-JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-  AND n.nspname NOT LIKE 'pg\\_%'
-"""
-
-
-def _names(conn: psycopg.Connection, query: str) -> set[str]:
-    return {str(row[0]) for row in conn.execute(query)}
+from executor.kinds.db_digest import (
+    postgres_catalog,
+    postgres_state,
+    postgres_touched,
+    postgres_written,
+)
 
 
 def _end_transaction(conn: psycopg.Connection) -> None:
@@ -55,29 +46,24 @@ def rollback_verified(
     conn: psycopg.Connection, snapshot: str, connect: Callable[[], psycopg.Connection]
 ) -> dict[str, Any]:
     """Roll the run's transaction on `conn` back (the steps in the module's text); {"before",
-    "after", "tables"}: the touched tables' digests in `snapshot` and after the rollback.
-    `connect` opens the second connection, to the address the run's went to."""
-    touched = _names(conn, _WRITTEN)
-    tables_now = _names(conn, _TABLES)
-    with connect() as then:
-        then.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-        then.read_only = True
-        then.execute(f"SET TRANSACTION SNAPSHOT '{_literal(snapshot)}'")
-        touched |= tables_now ^ _names(then, _TABLES)
-        before = postgres_state(then, only=touched).digest()
-        then.rollback()
+    "after", "tables"}: the digests in `snapshot` and after the rollback, and the touched
+    tables whose rows they cover. `connect` opens the second connection, to the address the
+    run's went to."""
+    now = postgres_catalog(conn)
+    written = postgres_written(conn)
+    with connect() as reader:
+        reader.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        reader.read_only = True
+        reader.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
+        begun = postgres_catalog(reader)
+        touched = postgres_touched(begun, now, written)
+        before = postgres_state(reader, begun, touched & begun.shapes.keys()).digest()
+        reader.rollback()
     _end_transaction(conn)
-    after = postgres_state(conn, only=touched).digest()
+    after_catalog = postgres_catalog(conn)
+    after = postgres_state(conn, after_catalog, touched & after_catalog.shapes.keys()).digest()
     conn.rollback()  # the reading's own transaction
     return {"before": before, "after": after, "tables": sorted(touched)}
-
-
-def _literal(snapshot: str) -> str:
-    """The snapshot id the server gave (hex digits and dashes); anything else is refused
-    rather than spliced into the SET's text (it takes no parameter)."""
-    if not snapshot or any(c not in "0123456789ABCDEFabcdef-" for c in snapshot):
-        raise TransactionError("the exported snapshot id is not one the server gives")
-    return snapshot
 
 
 __all__ = ["rollback_verified"]

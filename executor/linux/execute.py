@@ -17,6 +17,7 @@ from executor.errors import InvalidSpec
 from executor.limits import Limits
 from executor.linux.loop import Outcome, RunLoop
 from executor.linux.pool import Reaper, Sandbox
+from executor.policy import wire
 from executor.policy.sandbox_policy import SandboxPolicy, program_env
 from executor.result import SUPERVISOR_LOST, OutputCallback, RunResult
 from executor.spec import RunSpec
@@ -129,5 +130,4 @@ def _job(spec: RunSpec, limits: Limits, *, memory_cgroup: bool) -> _Job:
         "rlimits": SandboxPolicy.of(limits).rlimits(memory_cgroup=memory_cgroup),
     }
     # marshal: the driver must not import json (see executor/policy/driver.py).
-    body = marshal.dumps(message)
-    return _Job(payload=len(body).to_bytes(8, "big") + body, stdin=spec.stdin)
+    return _Job(payload=wire.frame(b"j", marshal.dumps(message)), stdin=spec.stdin)

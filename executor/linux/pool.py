@@ -26,6 +26,7 @@ from executor.linux import fdwait
 from executor.linux.cgroups import SandboxCgroup
 from executor.linux.kernel_files import nspid
 from executor.linux.spawn import spawn_sandbox
+from executor.policy import wire
 from executor.policy.bwrap_args import bwrap_argv, driver_payload
 from executor.policy.mounts import Mount
 from executor.policy.sandbox_policy import SandboxPolicy
@@ -101,10 +102,12 @@ class Sandbox:
     def wait_ready(self, timeout_s: float) -> None:
         """Block until the driver is up and waiting for its job; SandboxFailed otherwise."""
         try:
-            line = (
-                os.read(self.status_r, 6) if fdwait.wait_readable(self.status_r, timeout_s) else b""
+            first = (
+                os.read(self.status_r, len(wire.READY))
+                if fdwait.wait_readable(self.status_r, timeout_s)
+                else b""
             )
-            if line != b"ready\n":
+            if first != wire.READY:
                 detail = self.failure_detail()
                 raise SandboxFailed(f"sandbox did not start: {detail or 'no ready signal'}")
         except BaseException:

@@ -2,9 +2,11 @@
 
 It runs as PID 1 of the sandbox's PID namespace (bwrap --as-pid-1) with no signal handler, so
 nothing inside can signal it (the kernel drops what the program sends to its namespace's init).
-It forks the program's process at once; that child reports "ready" and blocks until the host
-sends ONE job (8-byte length + JSON) on the job fd, then becomes the program. PID 1
-reaps every orphan and reports the program's raw wait status and CPU time on the status fd.
+It forks the program's process at once; that child reports ready and blocks until the host
+sends ONE job on the job fd, then becomes the program. PID 1 reaps every orphan and reports
+the program's raw wait status and CPU time on the status fd. Both pipes carry the frames of
+executor/policy/wire.py (1-byte kind, 4-byte length, payload); what goes back to the host is
+JSON, written here by hand (a few fixed fields), which the host shape-checks.
 When it exits the kernel kills whatever is left in the namespace, so no daemon outlives the run.
 
 Every single-use sandbox pays for what this file imports, once per run, so it imports only
@@ -36,6 +38,11 @@ PRESET_ENV: dict[str, str] | None = None
 # The program's output streams, made once by a zygote's template (zygote_child.start): made in
 # each program's process, they cost it ~50 page copies. None in a sandbox of its own.
 STREAMS = None
+IMAGE_CHUNK = 256 * 1024  # image bytes per frame (wire.IMAGE_CHUNK)
+
+
+def _frame(kind, payload):
+    return kind + len(payload).to_bytes(4, "big") + payload
 
 
 def _read_exact(fd, size):
@@ -210,9 +217,10 @@ def _save_figures():
 def _send_images(status_fd, max_count, max_bytes):
     """Propose the output folder's first entries to the host, which decides (executor/images.py).
 
-    Per entry: `img KIND SIZE SENT HEXNAME` then SENT raw bytes; KIND f is a regular file, o
-    anything else (never read: opened O_NOFOLLOW and non-blocking, so a symlink or FIFO cannot
-    hand us another file or hang us). Then `more N` for the entries past `max_count`.
+    Per entry: an b"i" frame (JSON: hex name, regular, size, sent), then `sent` bytes in b"d"
+    frames; then b"m" with the number of entries past `max_count` (wire.py). Each entry is
+    opened O_NOFOLLOW and non-blocking, so a symlink or FIFO cannot hand us another file or
+    hang us; only a regular file no larger than `max_bytes` is read.
     """
     try:
         folder = os.open(OUTPUT, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -220,7 +228,7 @@ def _send_images(status_fd, max_count, max_bytes):
         return
     names = sorted(os.listdir(folder))
     for name in names[:max_count]:
-        kind, size, data = b"o", 0, b""
+        regular, size, data = b"false", 0, b""
         try:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
         except OSError:
@@ -228,12 +236,20 @@ def _send_images(status_fd, max_count, max_bytes):
         if fd >= 0:
             info = os.fstat(fd)
             if info.st_mode & 0o170000 == 0o100000:  # S_ISREG without importing stat
-                kind, size = b"f", info.st_size
+                regular, size = b"true", info.st_size
                 data = os.read(fd, max_bytes) if size <= max_bytes else b""
             os.close(fd)
-        header = b"img %s %d %d %s\n" % (kind, size, len(data), os.fsencode(name).hex().encode())
-        _write_all(status_fd, header + data)
-    _write_all(status_fd, b"more %d\n" % max(0, len(names) - max_count))
+        header = b'{"name": "%s", "regular": %s, "size": %d, "sent": %d}' % (
+            os.fsencode(name).hex().encode(),
+            regular,
+            size,
+            len(data),
+        )
+        frames = [_frame(b"i", header)]
+        for at in range(0, len(data), IMAGE_CHUNK):
+            frames.append(_frame(b"d", data[at : at + IMAGE_CHUNK]))
+        _write_all(status_fd, b"".join(frames))
+    _write_all(status_fd, _frame(b"m", b"%d" % max(0, len(names) - max_count)))
     os.close(folder)
 
 
@@ -269,10 +285,12 @@ def _child(job, status_fd, main):
 
 def _receive_and_run(job_fd, status_fd):
     main = _prepare()
-    os.write(status_fd, b"ready\n")
-    size = int.from_bytes(_read_exact(job_fd, 8), "big")
+    os.write(status_fd, _frame(b"r", b""))
+    header = _read_exact(job_fd, 5)
+    if header[:1] != b"j":
+        raise ValueError(f"expected a job frame, got {header[:1]!r}")
     # The job comes from the host through a pipe only it holds: trusted input.
-    job = marshal.loads(_read_exact(job_fd, size))  # noqa: S302
+    job = marshal.loads(_read_exact(job_fd, int.from_bytes(header[1:], "big")))  # noqa: S302
     os.close(job_fd)
     _child(job, status_fd, main)
 
@@ -316,7 +334,7 @@ def main(job_fd, status_fd, max_images=0, max_image_bytes=0):
         _send_images(status_fd, max_images, max_image_bytes)
     except OSError:  # noqa: S110 - the program's images are optional; its status is not
         pass
-    _write_all(status_fd, b"exit %d %d\n" % (status, cpu_us))
+    _write_all(status_fd, _frame(b"s", b'{"wait_status": %d, "cpu_us": %d}' % (status, cpu_us)))
     os._exit(0)
 
 

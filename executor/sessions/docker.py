@@ -23,6 +23,7 @@ from executor.backends.docker.pool import SandboxContainer
 from executor.backends.docker.wire import DOCKER_STDOUT, DockerDemux
 from executor.errors import SandboxFailed
 from executor.limits import Limits
+from executor.policy import wire
 from executor.policy.docker_args import session_rlimits
 from executor.sessions import sandbox as session_sandbox
 from executor.sessions.sandbox import SESSION_ENV, SessionChannel, SessionDied
@@ -95,9 +96,8 @@ class DockerSessionSandbox(SessionChannel):
         return not self._ended and not _hung_up(self.container.sock)
 
     def send(self, message: dict[str, Any]) -> None:
-        body = json.dumps(message).encode()
         try:
-            self.container.sock.sendall(len(body).to_bytes(8, "big") + body)
+            self.container.sock.sendall(wire.json_frame(b"c", message))
         except OSError as exc:
             raise SessionDied(f"the session sandbox is gone ({exc.strerror})") from exc
 

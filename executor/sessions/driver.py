@@ -1,10 +1,11 @@
 """The REPL driver of a stateful session. Its source is handed to the sandbox's python3 with -c.
 
 One long-lived interpreter per session. The host sends commands on the command fd and reads
-replies on the reply fd (8-byte big-endian length + JSON, both ways); the program's own
-stdout/stderr never share those pipes, so nothing a cell prints can forge a reply. Python cells
-run in one persistent namespace: the value of a final bare expression is printed, a failing
-cell prints its traceback and keeps everything defined before. Bash commands run in the same
+replies on the reply fd, in the frames of executor/policy/wire.py (1-byte kind, 4-byte length,
+JSON: b"c" a command or a cell's reply, b"r" ready), which the host caps and shape-checks; the
+program's own stdout/stderr never share those pipes, so nothing a cell prints can forge a reply.
+Python cells run in one persistent namespace: the value of a final bare expression is printed, a
+failing cell prints its traceback and keeps everything defined before. Bash commands run in the same
 /workspace. Standard library only: this runs under the rootfs's python3.
 """
 
@@ -47,9 +48,8 @@ def _read_exact(fd, size):
     return bytes(data)
 
 
-def _send(fd, message):
-    body = json.dumps(message).encode()
-    view = memoryview(len(body).to_bytes(8, "big") + body)
+def _send(fd, kind, body):
+    view = memoryview(kind + len(body).to_bytes(4, "big") + body)
     while view:
         view = view[os.write(fd, view) :]
 
@@ -200,14 +200,16 @@ def main(command_fd, reply_fd, config):
         sys.path.append(user_site)
     signal.signal(signal.SIGALRM, _on_alarm)
     repl = Repl(config["max_output_bytes"])
-    _send(reply_fd, {"ready": True})
+    _send(reply_fd, b"r", b"")
     while True:
         try:
-            size = int.from_bytes(_read_exact(command_fd, 8), "big")
-            command = json.loads(_read_exact(command_fd, size))
+            header = _read_exact(command_fd, 5)
+            command = json.loads(_read_exact(command_fd, int.from_bytes(header[1:], "big")))
         except EOFError:
             os._exit(0)
-        _send(reply_fd, repl.run(command))
+        if header[:1] != b"c":
+            os._exit(2)  # not the host's framing: nothing here to trust
+        _send(reply_fd, b"c", json.dumps(repl.run(command)).encode())
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from executor.limits import Limits
 from executor.linux import fdwait
 from executor.linux.cgroups import SandboxCgroup
 from executor.linux.spawn import spawn_sandbox
+from executor.policy import wire
 from executor.policy.bwrap_args import SandboxFds, bwrap_argv
 from executor.policy.sandbox_policy import SandboxPolicy
 
@@ -96,7 +97,8 @@ class SessionChannel(abc.ABC):
 
     def __init__(self, max_reply: int) -> None:
         self.max_reply = max_reply
-        self._buf = bytearray()
+        # Until the driver's ready frame, nothing else; after it, cell replies only.
+        self._frames = wire.FrameReader({b"r": 0})
 
     @property
     @abc.abstractmethod
@@ -129,27 +131,32 @@ class SessionChannel(abc.ABC):
         """Reply bytes; b"" once the sandbox has ended, None if `timeout` passed first."""
 
     def receive(self, *, deadline: float) -> dict[str, Any]:
-        """The next reply, or SessionDied if the sandbox ends or `deadline` passes first."""
+        """The next reply ({"ready": True} first), or SessionDied if the sandbox ends, sends
+        what the wire format refuses (wire.py; ReplyTooLarge past the cap, on the header) or
+        `deadline` passes first."""
+        data: bytes | None = b""
         while True:
-            if len(self._buf) >= 8:
-                size = int.from_bytes(self._buf[:8], "big")
-                if size > self.max_reply:  # checked on the header, before reading the body
-                    raise ReplyTooLarge(
-                        f"the session's reply was larger than {self.max_reply} bytes"
-                    )
-                if len(self._buf) >= 8 + size:
-                    body = bytes(self._buf[8 : 8 + size])
-                    del self._buf[: 8 + size]
-                    reply: dict[str, Any] = json.loads(body)
-                    return reply
+            try:
+                for kind, body in self._frames.feed(data or b""):
+                    return self._reply(kind, body)
+            except wire.FrameTooLarge as exc:
+                raise ReplyTooLarge(
+                    f"the session's reply was larger than {self.max_reply} bytes ({exc})"
+                ) from exc
+            except wire.WireError as exc:
+                raise SessionDied(str(exc)) from exc
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise SessionDied("no reply before the deadline")
             data = self._read_some(remaining)
             if data == b"":
                 raise SessionDied("the session sandbox exited")
-            if data:
-                self._buf += data
+
+    def _reply(self, kind: bytes, body: bytes) -> dict[str, Any]:
+        if kind == b"r":
+            self._frames.caps = {b"c": self.max_reply}
+            return {"ready": True}
+        return wire.parse_json(kind, body, wire.CELL_REPLY)
 
 
 class SessionSandbox(SessionChannel):
@@ -225,8 +232,7 @@ class SessionSandbox(SessionChannel):
         return bool(cgroup and cgroup.oom_killed()), bool(cgroup and cgroup.pids_max_hit())
 
     def send(self, message: dict[str, Any]) -> None:
-        body = json.dumps(message).encode()
-        view = memoryview(len(body).to_bytes(8, "big") + body)
+        view = memoryview(wire.json_frame(b"c", message))
         try:
             while view:
                 view = view[os.write(self.cmd_w, view) :]

@@ -4,10 +4,11 @@ Its source is passed to the container as `python3 -I -S -c <this file> <seccomp 
 so the image needs nothing of ours. Before it reports ready it starts the program's process:
 a `python3 -u` (under the stacked seccomp filter, as the sandbox user's environment) that waits
 for its job on fd 3, so a run does not pay for an interpreter start. Then it waits for exactly
-one run message on stdin (4-byte big-endian length + JSON), writes the files, hands the job to
-the program's process, copies its stdout/stderr to our stdout as frames (1-byte kind, 4-byte
-length, payload), proposes the output folder's entries once every process of the run is dead
-(the host decides what of them is shown, executor/images.py) and ends with one status frame.
+one run message on stdin (a b"j" frame of executor/policy/wire.py, JSON), writes the files,
+hands the job to the program's process, copies its stdout/stderr to our stdout as frames
+(1-byte kind, 4-byte length, payload), proposes the output folder's entries once every process
+of the run is dead (the host decides what of them is shown, executor/images.py) and ends with
+one status frame.
 
 Why PID 1 and not docker-init: the init of a PID namespace ignores signals from inside it that
 it has no handler for, and `kill(-1)` skips it, so a hostile program (`kill -9 -1`, `kill -9 1`)
@@ -135,8 +136,10 @@ def read_message():
     ready.register(0, selectors.EVENT_READ)
     if not ready.select(IDLE_EXIT_S):
         sys.exit(0)
-    header = read_exact(4)
-    return json.loads(read_exact(struct.unpack(">I", header)[0]))
+    kind, size = struct.unpack(">cI", read_exact(5))
+    if kind != b"j":
+        sys.exit(f"sandbox: expected a job frame, got {kind!r}")
+    return json.loads(read_exact(size))
 
 
 def read_exact(size):

@@ -129,5 +129,5 @@ def _job(spec: RunSpec, limits: Limits, *, memory_cgroup: bool) -> _Job:
         "files": dict(spec.files),
         "rlimits": SandboxPolicy.of(limits).rlimits(memory_cgroup=memory_cgroup),
     }
-    # marshal: the driver must not import json (see executor/policy/driver.py).
+    # marshal: the driver must not import json (see executor/policy/supervisor.py).
     return _Job(payload=wire.frame(b"j", marshal.dumps(message)), stdin=spec.stdin)

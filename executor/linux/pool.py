@@ -1,7 +1,7 @@
 """Started bwrap sandboxes, the warm pool that keeps a few waiting for their one job, and the
 reaper that destroys them after it.
 
-A `Sandbox` is one bwrap process tree whose in-sandbox driver (executor/policy/driver.py) has
+A `Sandbox` is one bwrap process tree whose in-sandbox driver (executor/policy/supervisor.py) has
 a python3 interpreter up and is blocked on its job pipe. A cold run starts one and sends the
 job at once; the warm pool starts them ahead of time so a run only pays for a fork. Every
 sandbox runs exactly one job and is then destroyed: nothing carries over between runs. The

@@ -42,8 +42,9 @@ class SandboxFds:
 
 @cache
 def driver_source() -> str:
-    """The in-sandbox supervisor's source (executor/policy/driver.py)."""
-    return (Path(__file__).with_name("driver.py")).read_text()
+    """The in-sandbox supervisor's source (executor/policy/supervisor.py): stateless runs and
+    session cells alike."""
+    return (Path(__file__).with_name("supervisor.py")).read_text()
 
 
 # What python3 -c runs in the sandbox: read the supervisor from the job fd and run it. The

@@ -2,8 +2,8 @@
 
 A frame is a 1-byte kind, a 4-byte big-endian length and that many payload bytes, in both
 directions and under every backend: the bwrap supervisor's job and status pipes
-(executor/policy/driver.py, also what a zygote's runs execute), a session's command and reply
-pipes (executor/sessions/driver.py), and the Docker supervisor's stdin and stdout
+(executor/policy/supervisor.py, also what a zygote's runs execute), a session's command and
+reply pipes (the same supervisor's session mode), and the Docker supervisor's stdin and stdout
 (executor/backends/docker/driver.py), where Docker's attach demux (backends/docker/wire.py) is
 only the transport underneath.
 

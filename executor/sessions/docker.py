@@ -1,6 +1,6 @@
 """A session's sandbox in a Docker container (EXECUTOR_BACKEND=docker).
 
-The same REPL driver as under bwrap (executor/sessions/driver.py, same framing, same reply cap),
+The same supervisor as under bwrap (executor/policy/supervisor.py, same framing, same reply cap),
 run by the Docker supervisor in session mode (executor/backends/docker/driver.py), in a
 container built by the one Docker policy (executor/policy/docker_args.py): no network, read-only
 root, every capability dropped, memory and pids caps, the unprivileged uid, our seccomp filter

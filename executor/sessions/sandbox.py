@@ -5,8 +5,8 @@ same namespaces, seccomp
 filter, read-only root, cgroups and rlimits as a single-use run, with two local changes that a
 session needs (parameters of the policy's bwrap_argv): /workspace is a host directory bound
 read-write (so files can be put and fetched from the host side) instead of a private tmpfs, and
-the program is the REPL driver (executor/sessions/driver.py). The launcher's hard kill (see
-launch_argv) bounds the session's whole life even if this process dies.
+the program is the supervisor serving cells (executor/policy/supervisor.py). The launcher's
+hard kill (see launch_argv) bounds the session's whole life even if this process dies.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import os
 import signal
 import subprocess
 import time
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from executor.limits import Limits
 from executor.linux import fdwait
 from executor.linux.cgroups import SandboxCgroup
 from executor.linux.spawn import spawn_sandbox
-from executor.policy import wire
+from executor.policy import bwrap_args, wire
 from executor.policy.bwrap_args import SandboxFds, bwrap_argv
 from executor.policy.sandbox_policy import SandboxPolicy
 
@@ -66,9 +65,9 @@ def max_reply_bytes(limits: Limits) -> int:
     return 2 * 6 * limits.max_output_bytes + REPLY_MARGIN_BYTES
 
 
-@cache
 def driver_source() -> str:
-    return Path(__file__).with_name("driver.py").read_text()
+    """The session's program: the one in-sandbox supervisor, in its session mode."""
+    return bwrap_args.driver_source()
 
 
 def session_argv(

@@ -18,12 +18,13 @@ from a signalfd with SIGCHLD blocked (a spoofed SIGCHLD costs it one look for ch
 It makes itself non-dumpable so the same-uid program cannot ptrace it or read its /proc entries.
 It enforces the wall limit itself, so the limit holds even if the host process dies.
 
-Session mode (a third argument, JSON): the program's process is the session's REPL driver
-(executor/sessions/driver.py, given as source) on fds 3 and 4 instead; after the ready frame this
-supervisor relays the host's stdin to fd 3 and fd 4 to its stdout, byte for byte (the driver's
-own framing), and ends the container when the host's socket closes (also mid-cell: a SIGKILLed
-server leaves nothing behind), when the driver ends, or at the session's lifetime. Its last
-words, on its stderr where no cell can write, are the stop facts (OOM kill, pids cap hit).
+Session mode (a third argument, JSON): the program's process is the one in-sandbox supervisor
+(executor/policy/supervisor.py, given as source) serving cells on fds 3 and 4 instead; after the
+ready frame this supervisor relays the host's stdin to fd 3 and fd 4 to its stdout, byte for
+byte (wire.py's frames, checked by the host), and ends the container when the host's socket
+closes (also mid-cell: a SIGKILLed server leaves nothing behind), when the cells' supervisor
+ends, or at the session's lifetime. Its last words, on its stderr where no cell can write, are
+the stop facts (OOM kill, pids cap hit).
 """
 
 import base64

@@ -1,19 +1,30 @@
-"""The in-sandbox supervisor. Its source is handed to the sandbox's python3 with `-c`.
+"""The one in-sandbox supervisor: a stateless run's, or a session's. Its source is handed to
+the sandbox's python3 (`-c`, or as a code object by the bootstrap of bwrap_args.py); the host
+never imports it. Everything it says to the host is in the frames of executor/policy/wire.py.
 
-It runs as PID 1 of the sandbox's PID namespace (bwrap --as-pid-1) with no signal handler, so
-nothing inside can signal it (the kernel drops what the program sends to its namespace's init).
-It forks the program's process at once; that child reports ready and blocks until the host
-sends ONE job on the job fd, then becomes the program. PID 1 reaps every orphan and reports
-the program's raw wait status and CPU time on the status fd. Both pipes carry the frames of
-executor/policy/wire.py (1-byte kind, 4-byte length, payload); what goes back to the host is
-JSON, written here by hand (a few fixed fields), which the host shape-checks.
-When it exits the kernel kills whatever is left in the namespace, so no daemon outlives the run.
+Stateless run (`main`; bwrap, the bwrap zygote and the Docker zygote, whose template calls
+`main` in each run's first process, executor/policy/zygote_child.py): it runs as PID 1 of the
+sandbox's PID namespace (bwrap --as-pid-1) with no signal handler, so nothing inside can signal
+it (the kernel drops what the program sends to its namespace's init). It forks the program's
+process at once; that child reports ready and blocks until the host sends ONE job (a b"j"
+frame, marshal) on the job fd, then becomes the program. PID 1 reaps every orphan and reports
+the program's raw wait status and CPU time on the status fd (JSON written here by hand: a few
+fixed fields), which the host shape-checks.
 
-Every single-use sandbox pays for what this file imports, once per run, so it imports only
-modules built into the interpreter or already loaded at start-up: the job is a `marshal`
+Every single-use sandbox pays for what this file imports, once per run, so at the top it imports
+only modules built into the interpreter or already loaded at start-up: the job is a `marshal`
 message (not JSON: `json` pulls in `re` and `enum`, ~10 ms), tracebacks are printed by the
 interpreter's own C hook (no `traceback` module, which also means a program out of memory or
 file descriptors still gets one), and `ast` is imported only for interpreter mode.
+
+Session (`serve_cells`, under bwrap and, relayed by the Docker supervisor, in a container): one
+long-lived interpreter. The host sends b"c" commands (JSON) on the command fd and reads b"c"
+replies (JSON) on the reply fd, after one b"r" ready; the program's own stdout/stderr never share
+those pipes, so nothing a cell prints can forge a reply (a cell that writes on the reply pipe
+itself meets the host's checks). Python cells run in one persistent namespace: the value of a
+final bare expression is printed, a failing cell prints its traceback and keeps everything
+defined before. Bash commands run in the same /workspace. The modules only sessions need are
+imported when a session starts (_session_modules).
 """
 
 import _signal  # the C module: `signal` would import enum
@@ -50,7 +61,7 @@ def _read_exact(fd, size):
     while len(data) < size:
         part = os.read(fd, size - len(data))
         if not part:
-            raise EOFError("job channel closed")
+            raise EOFError("channel closed")
         data += part
     return bytes(data)
 
@@ -338,5 +349,193 @@ def main(job_fd, status_fd, max_images=0, max_image_bytes=0):
     os._exit(0)
 
 
+# The session's side. Its modules are bound here by _session_modules() when a session starts,
+# so that a stateless run never imports them.
+SESSION_OUT, SESSION_ERR = "/tmp/.session-stdout", "/tmp/.session-stderr"
+TYPE_CHECKING = False  # what type checkers take as true; `typing` would cost every sandbox
+if TYPE_CHECKING:
+    import ast
+    import importlib
+    import json
+    import linecache
+    import signal
+    import site
+    import subprocess
+    import time
+    import traceback
+
+
+def _session_modules():
+    global ast, importlib, json, linecache, signal, site, subprocess, time, traceback
+    import ast
+    import importlib
+    import json
+    import linecache
+    import signal
+    import site
+    import subprocess
+    import time
+    import traceback
+
+
+class CellTimeout(BaseException):
+    """Raised in the cell by SIGALRM; BaseException so `except Exception` in a cell misses it."""
+
+
+def _on_alarm(signum, frame):
+    raise CellTimeout()
+
+
+def _redirect(out_path, err_path):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for fd, path in ((1, out_path), (2, err_path)):
+        new = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(new, fd)
+        os.close(new)
+
+
+def _collect(path, limit):
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    return data[:limit].decode("utf-8", "replace"), len(data) > limit
+
+
+def _print_cell_exception(exc):
+    tb = exc.__traceback__
+    # Hide the supervisor's own frames (its source is "<string>"): the person sees their cell.
+    while tb is not None and tb.tb_frame.f_code.co_filename == "<string>":
+        tb = tb.tb_next
+    if isinstance(exc, SyntaxError):
+        tb = None
+    traceback.print_exception(type(exc), exc, tb)
+
+
+class Repl:
+    def __init__(self, max_output):
+        self.max_output = max_output
+        self.cells = 0
+        main = type(sys)("__main__")
+        main.__dict__["__builtins__"] = builtins
+        sys.modules["__main__"] = main
+        self.namespace = main.__dict__
+
+    def python(self, code, timeout_s):
+        self.cells += 1
+        name = f"<cell {self.cells}>"
+        # Tracebacks show the cell's source lines, like the interactive interpreter.
+        linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+        importlib.invalidate_caches()  # a package pip-installed by the last cell is importable
+        exit_code: int | None = 0  # None: the cell timed out, no exit status
+        timed_out = False
+        try:
+            signal.setitimer(signal.ITIMER_REAL, timeout_s)
+            try:
+                tree = ast.parse(code, name, "exec")
+                last = None
+                if tree.body and isinstance(tree.body[-1], ast.Expr):
+                    last = ast.Expression(tree.body.pop().value)
+                exec(compile(tree, name, "exec"), self.namespace)  # noqa: S102 - the cell is the job
+                if last is not None:
+                    value = eval(compile(last, name, "eval"), self.namespace)  # noqa: S307
+                    if value is not None:
+                        self.namespace["_"] = value
+                        print(repr(value))
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        except CellTimeout:
+            timed_out, exit_code = True, None
+            sys.stderr.write(f"TimeoutError: the cell ran longer than {timeout_s:g}s\n")
+        except SystemExit as exc:
+            if exc.code is None or isinstance(exc.code, int):
+                exit_code = exc.code or 0
+            else:
+                sys.stderr.write(f"{exc.code}\n")
+                exit_code = 1
+        except BaseException as exc:
+            _print_cell_exception(exc)
+            exit_code = 1
+        try:
+            _save_figures()
+        except Exception as exc:  # a figure that cannot be saved is the cell's error
+            _print_cell_exception(exc)
+            exit_code = exit_code or 1
+        return exit_code, timed_out
+
+    def bash(self, code, timeout_s):
+        proc = subprocess.Popen(
+            ["/bin/bash", "-c", code], cwd=WORKDIR, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+        try:
+            return proc.wait(timeout=timeout_s), False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            sys.stderr.write(f"TimeoutError: the command ran longer than {timeout_s:g}s\n")
+            return None, True
+
+    def run(self, command):
+        started = time.monotonic()
+        _redirect(SESSION_OUT, SESSION_ERR)
+        try:
+            if command["language"] == "bash":
+                exit_code, timed_out = self.bash(command["code"], command["timeout_s"])
+            else:
+                exit_code, timed_out = self.python(command["code"], command["timeout_s"])
+        finally:
+            _redirect("/dev/null", "/dev/null")
+        stdout, cut_out = _collect(SESSION_OUT, self.max_output)
+        stderr, cut_err = _collect(SESSION_ERR, self.max_output)
+        return {
+            "exit_code": exit_code,
+            "stdout": stdout,
+            "stderr": stderr,
+            "timed_out": timed_out,
+            "truncated": cut_out or cut_err,
+            "duration_s": time.monotonic() - started,
+        }
+
+
+def serve_cells(command_fd, reply_fd, config):
+    """A session: one b"r" ready frame, then one b"c" reply per b"c" command, until the host
+    closes the command pipe. `config` (JSON): the rlimits and the per-cell output cap."""
+    _session_modules()
+    config = json.loads(config)
+    # Keep the protocol pipes away from everything the cells start.
+    for fd in (command_fd, reply_fd):
+        os.set_inheritable(fd, False)
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    for name, (soft, hard) in config["rlimits"].items():
+        resource.setrlimit(getattr(resource, name), (soft, hard))
+    os.umask(0o022)
+    os.chdir(WORKDIR)
+    sys.stdout, sys.stderr = output_streams()
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+    sys.argv = [""]
+    sys.path.insert(0, WORKDIR)
+    # `pip install --user` puts packages here; add it now so they import without a restart.
+    user_site = site.getusersitepackages()
+    if user_site not in sys.path:
+        sys.path.append(user_site)
+    signal.signal(signal.SIGALRM, _on_alarm)
+    repl = Repl(config["max_output_bytes"])
+    _write_all(reply_fd, _frame(b"r", b""))
+    while True:
+        try:
+            header = _read_exact(command_fd, 5)
+            command = json.loads(_read_exact(command_fd, int.from_bytes(header[1:], "big")))
+        except EOFError:
+            os._exit(0)
+        if header[:1] != b"c":
+            os._exit(2)  # not the host's framing: nothing here to trust
+        _write_all(reply_fd, _frame(b"c", json.dumps(repl.run(command)).encode()))
+
+
 if __name__ == "__main__":
-    main(*(int(arg) for arg in sys.argv[1:5]))
+    if len(sys.argv) == 4:  # a session: command fd, reply fd, config (JSON)
+        serve_cells(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])
+    else:  # a stateless run: job fd, status fd, image caps
+        main(*(int(arg) for arg in sys.argv[1:5]))

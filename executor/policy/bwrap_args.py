@@ -20,6 +20,7 @@ from pathlib import Path
 from executor.errors import InvalidLimits, InvalidSpec
 from executor.images import ImageCaps
 from executor.limits import Limits
+from executor.policy import wire
 from executor.policy.mounts import bwrap_mount_args
 from executor.policy.sandbox_policy import WORKDIR, SandboxPolicy, program_env
 
@@ -44,7 +45,7 @@ class SandboxFds:
 def driver_source() -> str:
     """The in-sandbox supervisor's source (executor/policy/supervisor.py): stateless runs and
     session cells alike."""
-    return (Path(__file__).with_name("supervisor.py")).read_text()
+    return wire.supervisor_source()
 
 
 # What python3 -c runs in the sandbox: read the supervisor from the job fd and run it. The

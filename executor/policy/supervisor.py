@@ -306,6 +306,18 @@ def _receive_and_run(job_fd, status_fd):
     _child(job, status_fd, main)
 
 
+def program(job_fd, status_fd):
+    """The program's process: ready, its one job, then the program. Under bwrap, PID 1's child;
+    in a Docker container, started by that container's own PID 1 (backends/docker/driver.py)."""
+    try:
+        _receive_and_run(job_fd, status_fd)
+    except BaseException as exc:
+        if isinstance(exc, EOFError):
+            os._exit(125)  # the host discarded this sandbox unused
+        sys.stderr.write(f"sandbox: could not start the program: {exc!r}\n")
+        os._exit(126)
+
+
 def main(job_fd, status_fd, max_images=0, max_image_bytes=0):
     # Everything alive now is the interpreter's own: the program's final gc.collect() need not
     # walk it (and touching it would copy the shared pages into the child).
@@ -319,14 +331,7 @@ def main(job_fd, status_fd, max_images=0, max_image_bytes=0):
     pid = os.fork()
     if pid == 0:
         _signal.signal(_signal.SIGINT, _signal.default_int_handler)
-        try:
-            _receive_and_run(job_fd, status_fd)
-        except BaseException as exc:
-            if isinstance(exc, EOFError):
-                os._exit(125)  # the host discarded this sandbox unused
-            sys.stderr.write(f"sandbox: could not start the program: {exc!r}\n")
-            os._exit(126)
-        return
+        program(job_fd, status_fd)
     os.close(job_fd)
     # The supervisor keeps no copy of the program's pipes: EOF must mean the program is done.
     null = os.open("/dev/null", os.O_RDWR)
@@ -537,5 +542,7 @@ def serve_cells(command_fd, reply_fd, config):
 if __name__ == "__main__":
     if len(sys.argv) == 4:  # a session: command fd, reply fd, config (JSON)
         serve_cells(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])
+    elif len(sys.argv) == 3:  # a Docker container's program: job fd, ready fd
+        program(int(sys.argv[1]), int(sys.argv[2]))
     else:  # a stateless run: job fd, status fd, image caps
         main(*(int(arg) for arg in sys.argv[1:5]))

@@ -25,6 +25,8 @@ import math
 import os
 import struct
 from collections.abc import Iterator, Mapping
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from executor.errors import SandboxFailed
@@ -63,6 +65,12 @@ CELL_REPLY = {
 IMAGE_HEADER = {"name": (str,), "regular": (bool,), "size": (int,), "sent": (int,)}
 # Set to False only by the sabotage tests: a hostile frame then reaches its reader unchecked.
 CHECKS_ON = True
+
+
+@cache
+def supervisor_source() -> str:
+    """The in-sandbox side of this wire format: executor/policy/supervisor.py, as source."""
+    return Path(__file__).with_name("supervisor.py").read_text()
 
 
 class WireError(SandboxFailed):

@@ -22,12 +22,12 @@ It makes itself non-dumpable so the same-uid program cannot ptrace it or read it
 It enforces the wall limit itself, so the limit holds even if the host process dies.
 
 Session mode (a third argument, JSON): the program's process is the one in-sandbox supervisor
-(executor/policy/supervisor.py, given as source) serving cells on fds 3 and 4 instead; after the
-ready frame this supervisor relays the host's stdin to fd 3 and fd 4 to its stdout, byte for
-byte (wire.py's frames, checked by the host), and ends the container when the host's socket
-closes (also mid-cell: a SIGKILLed server leaves nothing behind), when the cells' supervisor
-ends, or at the session's lifetime. Its last words, on its stderr where no cell can write, are
-the stop facts (OOM kill, pids cap hit).
+(executor/policy/supervisor.py, its source in the session's JSON) serving cells on fds 3 and 4
+instead; after the ready frame this supervisor relays the host's stdin to fd 3 and fd 4 to its
+stdout, byte for byte (wire.py's frames, checked by the host), and ends the container when the
+host's socket closes (also mid-cell: a SIGKILLed server leaves nothing behind), when the cells'
+supervisor ends, or at the session's lifetime. Its last words, on its stderr where no cell can
+write, are the stop facts (OOM kill, pids cap hit).
 """
 
 import base64
@@ -163,7 +163,7 @@ def child_exits_fd():
 
 
 class Program:
-    """The program's process, started before the job exists; see PROGRAM."""
+    """The program's process (the supervisor's program role), started before the job exists."""
 
     def __init__(self, seccomp_bpf, supervisor):
         stdin_r, self.stdin_w = os.pipe()
@@ -425,7 +425,7 @@ def reap_all(run):
             run.main_status, run.main_rusage = status, rusage
 
 
-def serve_session(seccomp_bpf, supervisor, session):
+def serve_session(seccomp_bpf, session):
     """Session mode (see the module docstring): start the REPL driver, then relay until done."""
     cmd_r, cmd_w = os.pipe()
     reply_r, reply_w = os.pipe()
@@ -434,7 +434,8 @@ def serve_session(seccomp_bpf, supervisor, session):
     if pid == 0:
         # stderr stays ours until the driver points it at /dev/null: a start failure is told.
         child_fds = ((0, null), (1, null), (2, 2), (3, cmd_r), (4, reply_w))
-        argv = ("python3", "-c", supervisor, "3", "4", session["config"])
+        # The session's own copy of the supervisor's source (sessions/sandbox.driver_source).
+        argv = ("python3", "-c", session["driver"], "3", "4", session["config"])
         become_program(seccomp_bpf, child_fds, argv, dict(BASE_ENV, **session["env"]))
     for fd in (cmd_r, reply_w, null):
         os.close(fd)
@@ -497,7 +498,7 @@ def main():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     seccomp_bpf, supervisor = base64.b64decode(sys.argv[1]), sys.argv[2]
     if len(sys.argv) > 3:
-        serve_session(seccomp_bpf, supervisor, json.loads(sys.argv[3]))
+        serve_session(seccomp_bpf, json.loads(sys.argv[3]))
         return
     program = Program(seccomp_bpf, supervisor)
     emit(b"r", b"")  # warm: the host may hand this container out now

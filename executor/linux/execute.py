@@ -103,6 +103,8 @@ def _supervisor_lost(pump: OutputPump, outcome: Outcome) -> RunResult:
     the program did to it, or bwrap's own failure, whose complaint shares the stderr pipe)."""
     tail = pump.stderr[-500:]
     logger.warning("a sandbox's supervisor ended without a status", extra={"tail": tail})
+    if outcome.refused is not None:
+        pump.host_line(f"The host refused the sandbox's status: {outcome.refused}.")
     pump.host_line(SUPERVISOR_LOST)
     return RunResult(
         exit_code=None,

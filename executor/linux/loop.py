@@ -47,6 +47,8 @@ class Outcome:
     # When the wall timer fired: how long the program had been running or runnable.
     runnable_s: float | None = None
     images: ImageSet = ImageSet()
+    # Why the supervisor's status stream was refused (executor/policy/wire.py), if it was.
+    refused: str | None = None
 
 
 class RunLoop:
@@ -137,6 +139,7 @@ class RunLoop:
             self.cpu_s,
             self.runnable_s,
             self._status.images(),
+            self._status.error,
         )
 
     def _drain(self, sel: selectors.BaseSelector) -> None:

@@ -16,12 +16,17 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
+from hostile_kit import TEST_LIMITS
 
+import executor
+from executor import RunResult, RunSpec
 from executor.backends.docker.wire import DockerDemux, driver_frames, proposed_images
 from executor.errors import SandboxFailed
 from executor.limits import Limits
+from executor.linux import pool
 from executor.linux.loop import StatusReader
-from executor.policy import wire
+from executor.policy import bwrap_args, wire
+from executor.result import SUPERVISOR_LOST
 from executor.sessions.config import SessionConfig
 from executor.sessions.manager import SessionManager
 from tests.prerequisites import ROOTFS
@@ -263,3 +268,51 @@ def test_sabotage_a_host_that_unmarshals_takes_the_forged_reply(manager, monkeyp
     session = manager.create()
     result = session.exec(hostile(b"c", marshal.dumps(FORGED)))
     assert (result.exit_code, result.stdout) == (7, "forged\n")
+
+
+# A stateless bwrap sandbox whose supervisor reports, in marshal, a forged status: exit 0 for a
+# program that exits 3. The program itself cannot reach the status pipe (its supervisor is PID 1
+# and closes it in the program's process), so the supervisor's source is what is changed here.
+HONEST_STATUS = (
+    """    _write_all(status_fd, _frame(b"s", b'{"wait_status": %d, "cpu_us": %d}' % """
+    "(status, cpu_us)))\n"
+)
+FORGED_STATUS = (
+    """    _write_all(status_fd, _frame(b"s", marshal.dumps({"wait_status": 0, "cpu_us": 0})))\n"""
+)
+
+
+def run_with_a_forged_status(
+    monkeypatch: pytest.MonkeyPatch, *, host_unmarshals: bool = False
+) -> RunResult:
+    # Made first: its self-test at start runs the honest supervisor.
+    backend = executor.create_backend(
+        "bwrap", rootfs=str(ROOTFS), warm_pool_size=0, zygote=False, pool_limits=TEST_LIMITS
+    )
+    source = bwrap_args.driver_source()
+    assert HONEST_STATUS in source
+    forged = source.replace(HONEST_STATUS, FORGED_STATUS)
+    monkeypatch.setattr(bwrap_args, "driver_source", lambda: forged)
+    # The payload is cached per root filesystem: each sandbox now gets one made afresh.
+    monkeypatch.setattr(pool, "driver_payload", bwrap_args.driver_payload.__wrapped__)
+    if host_unmarshals:  # the sabotage: the host's check replaced by marshal
+        monkeypatch.setattr(wire, "parse_json", lambda kind, body, shape: marshal.loads(body))
+    try:
+        return backend.run(RunSpec(code="raise SystemExit(3)"), limits=TEST_LIMITS)
+    finally:
+        backend.close()
+
+
+def test_deny_a_supervisor_status_in_marshal_fails_the_run_naming_it(monkeypatch):
+    result = run_with_a_forged_status(monkeypatch)
+    assert (result.exit_code, result.ok) == (None, False)
+    assert "The host refused the sandbox's status: sandbox sent a malformed JSON b's' frame" in (
+        result.stderr
+    )
+    assert result.stderr.endswith(SUPERVISOR_LOST + "\n"), result.stderr
+
+
+@pytest.mark.sabotage
+def test_sabotage_a_host_that_unmarshals_the_status_takes_the_forged_exit(monkeypatch):
+    result = run_with_a_forged_status(monkeypatch, host_unmarshals=True)
+    assert (result.exit_code, result.ok) == (0, True)

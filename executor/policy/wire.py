@@ -7,8 +7,10 @@ reply pipes (the same supervisor's session mode), and the Docker supervisor's st
 (executor/backends/docker/driver.py), where Docker's attach demux (backends/docker/wire.py) is
 only the transport underneath.
 
-Host to sandbox: b"j" a stateless job (marshal under bwrap: it saves the supervisor json's
-import; JSON in a container), b"c" a session cell's command (JSON). Sandbox to host, never
+Host to sandbox: b"M"/b"S" the supervisor itself, compiled (marshal) or as source, first on a
+bwrap sandbox's job pipe (bwrap_args.driver_payload), b"z" a zygote template's payload
+(marshal), b"j" a stateless job (marshal under bwrap: it saves the supervisor json's import;
+JSON in a container), b"c" a session cell's command (JSON). Sandbox to host, never
 unmarshalled: b"r" ready (empty), b"o"/b"e" the program's stdout/stderr (Docker only: bwrap
 gives the program its own pipes), b"i" an output-folder entry (JSON), b"d" its bytes, b"m" the
 count of entries past the cap (ASCII), b"s" the run's status (JSON), b"c" a cell's reply (JSON).

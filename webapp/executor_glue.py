@@ -202,7 +202,6 @@ def session_config() -> SessionConfig:
     ensure_executor()
     caps = executor.caps()
     return SessionConfig(
-        rootfs=str(settings.EXECUTOR_ROOTFS),
         root_dir=session_root(),
         limits=caps.narrowed(
             memory_mib=min(settings.AGENTS_SESSION_MEMORY_MIB, caps.memory_mib),
@@ -210,7 +209,4 @@ def session_config() -> SessionConfig:
         idle_timeout_s=settings.AGENTS_SESSION_IDLE_S,
         max_lifetime_s=settings.AGENTS_SESSION_MAX_LIFETIME_S,
         workdir_quota_mib=settings.AGENTS_SESSION_WORKDIR_QUOTA_MIB,
-        host_uid=settings.EXECUTOR_SANDBOX_UID,
-        backend=settings.EXECUTOR_BACKEND,
-        docker_image=settings.EXECUTOR_DOCKER_IMAGE,
     )

@@ -39,7 +39,6 @@ from typing import Any
 
 from executor.kinds import db_wire
 from executor.kinds.db_broker import DbBroker
-from executor.kinds.db_digest import DbState, compare
 from executor.kinds.db_mariadb import MariaDbSession, open_mariadb
 from executor.kinds.db_postgres import PostgresSession, open_postgres
 from executor.kinds.db_sqlite import SqliteSession, open_sqlite
@@ -91,7 +90,6 @@ class _Server:
         self._session: _Explained | None = None
         self._limits: dict[str, Any] = {}
         self._broker: DbBroker | None = None
-        self._marks: dict[str, DbState] = {}  # a rehearsal's states, kept here (they can be large)
 
     def cancel(self) -> None:
         session = self._session
@@ -143,13 +141,10 @@ class _Server:
                 return session.execute(message["sql"], message.get("params")).message()
             elif op == "executemany":
                 return session.executemany(message["sql"], message["seq"]).message()
-            elif op == "mark":
-                self._marks[str(message["name"])] = self._state()
-            elif op == "compare":
-                since = self._marks.get(str(message["since"]))
-                if since is None:
-                    raise TransactionError("no state was marked under that name")
-                return {"ok": True, "verdict": compare(since, self._state())}
+            elif op == "rehearsal_begin":
+                session.rehearsal_begin()
+            elif op == "rehearsal_verdict":
+                return {"ok": True, "verdict": session.rehearsal_verdict()}
             elif op == "commit":
                 session.commit()
             elif op == "rollback":
@@ -163,11 +158,6 @@ class _Server:
         except (StatementRefused, StatementFailed, TransactionError, EgressRefused) as exc:
             kind = next(name for cls, name in _ERRORS if isinstance(exc, cls))
             return {"ok": False, "kind": kind, "error": str(exc)}
-
-    def _state(self) -> DbState:
-        if self._session is None:
-            raise TransactionError("the database session is not open")
-        return self._session.state()
 
     def _stop_serving(self) -> dict[str, Any]:
         broker, self._broker = self._broker, None
@@ -282,10 +272,16 @@ class _Explained:
     def close(self) -> None:
         self._session.close()
 
-    def state(self) -> DbState:
+    def rehearsal_begin(self) -> None:
+        self._rehearsable().rehearsal_begin()
+
+    def rehearsal_verdict(self) -> dict[str, Any]:
+        return self._rehearsable().rehearsal_verdict()
+
+    def _rehearsable(self) -> SqliteSession | PostgresSession:
         if isinstance(self._session, MariaDbSession):
             raise TransactionError("a rehearsal reads SQLite and PostgreSQL states, not MariaDB's")
-        return self._session.state()
+        return self._session
 
     def cancel(self) -> None:
         self._session.cancel()

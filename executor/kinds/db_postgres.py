@@ -16,6 +16,7 @@ the settings read) use the simple protocol.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import secrets
@@ -23,10 +24,10 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from itertools import groupby
-from typing import NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import psycopg
-from psycopg import pq
+from psycopg import pq, sql
 from psycopg._queries import (  # psycopg>=3.2,<3.4; test_db_engines fails loudly if they move
     MAX_CACHED_STATEMENT_LENGTH,
     PostgresQuery,
@@ -37,7 +38,15 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.string import TextLoader
 
 from executor.kinds import netpolicy
-from executor.kinds.db_digest import DbState, postgres_state
+from executor.kinds.db_digest import (
+    DbState,
+    PostgresCatalog,
+    compare,
+    postgres_catalog,
+    postgres_state,
+    postgres_touched,
+    postgres_written,
+)
 from executor.kinds.db_values import (
     Params,
     Reply,
@@ -96,6 +105,7 @@ _NEWER_SETTINGS = (
 _CANCEL_TIMEOUT_S = 2.0
 _CANCEL_TRIES = 3
 _CANCEL_WAIT_S = 1.0
+_T = TypeVar("_T")
 
 
 def open_postgres(
@@ -130,34 +140,46 @@ def open_postgres(
     except ValueError:
         raise StatementRefused("the database URL's port is not a number") from None
     timeout_ms = max(1, int(statement_timeout_s * 1000))
+    addresses = [
+        str(sockaddr[0])
+        for _, sockaddr in netpolicy.resolve(host, port, allow_private=allow_private)
+    ]
+
+    def connect(address: str) -> psycopg.Connection:
+        return psycopg.connect(
+            host=host,
+            hostaddr=address,
+            port=port,
+            dbname=info.get("dbname") or "",
+            user=info.get("user") or "",
+            password=secret,
+            sslmode=info.get("sslmode") or "prefer",
+            connect_timeout=int(info.get("connect_timeout") or 10),
+            passfile=os.devnull,
+            sslcertmode="disable",
+            client_encoding="UTF8",
+            application_name="undoable",
+            options=(
+                f"-c standard_conforming_strings=on -c backslash_quote=safe_encoding "
+                f"-c statement_timeout={timeout_ms} -c idle_in_transaction_session_timeout=0"
+            ),
+            autocommit=False,
+        )
+
     last = "no address"
-    for _, sockaddr in netpolicy.resolve(host, port, allow_private=allow_private):
+    for address in addresses:
         try:
-            conn = psycopg.connect(
-                host=host,
-                hostaddr=str(sockaddr[0]),
-                port=port,
-                dbname=info.get("dbname") or "",
-                user=info.get("user") or "",
-                password=secret,
-                sslmode=info.get("sslmode") or "prefer",
-                connect_timeout=int(info.get("connect_timeout") or 10),
-                passfile=os.devnull,
-                sslcertmode="disable",
-                client_encoding="UTF8",
-                application_name="undoable",
-                options=(
-                    f"-c standard_conforming_strings=on -c backslash_quote=safe_encoding "
-                    f"-c statement_timeout={timeout_ms} -c idle_in_transaction_session_timeout=0"
-                ),
-                autocommit=False,
-            )
+            conn = connect(address)
         except (psycopg.Error, ValueError) as exc:
             last = _scrub(str(exc), secret)
             continue
-        if repeatable_read:  # before the session's first statement begins the transaction
-            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-        return PostgresSession(conn, secret, max_rows, max_reply_bytes)
+        if not repeatable_read:
+            return PostgresSession(conn, secret, max_rows, max_reply_bytes)
+        # before the session's first statement begins the transaction
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        return PostgresSession(
+            conn, secret, max_rows, max_reply_bytes, reader=functools.partial(connect, address)
+        )
     raise TransactionError(f"cannot connect to the database: {last}")
 
 
@@ -165,9 +187,19 @@ class PostgresSession:
     engine = "postgres"
 
     def __init__(
-        self, conn: psycopg.Connection, secret: str, max_rows: int, max_reply_bytes: int
+        self,
+        conn: psycopg.Connection,
+        secret: str,
+        max_rows: int,
+        max_reply_bytes: int,
+        reader: Callable[[], psycopg.Connection] | None = None,
     ) -> None:
         self._conn, self._secret = conn, secret
+        # A rehearsal's: a second connection to the same address, which reads the state the
+        # transaction began from through its exported snapshot.
+        self._reader = reader
+        self._snapshot = ""
+        self._begun: PostgresCatalog | None = None
         self._max_rows, self._max_reply_bytes = max_rows, max_reply_bytes
         self._savepoint = f"undoable_{secrets.token_hex(8)}"
         self._broken: str | None = None
@@ -187,6 +219,9 @@ class PostgresSession:
             f"{_READ_SETTINGS}; RELEASE SAVEPOINT {self._savepoint}; SAVEPOINT {self._savepoint}"
         )
         try:
+            if reader is not None:  # the transaction's first statement: it takes the snapshot
+                row = conn.execute("SELECT pg_catalog.pg_export_snapshot()").fetchone()
+                self._snapshot = str(row[0]) if row else ""
             conn.execute(_NEWER_SETTINGS)
             conn.execute(f"SAVEPOINT {self._savepoint}")
             self._settings = _named(conn.execute(_READ_SETTINGS).fetchone())
@@ -376,13 +411,60 @@ class PostgresSession:
         if self._broken is not None:
             raise StatementFailed(self._broken)
 
-    def state(self) -> DbState:
-        """The tables and sequences as this transaction sees them (db_digest); a failure to
-        read them undoes only the reading, and the transaction stays as it was."""
+    def rehearsal_begin(self) -> None:
+        """Note the catalog a rehearsal starts from: every readable table's shape and storage
+        file, and the sequences (the rows are read at the verdict, of the tables touched)."""
+        self._begun = self._host_read(lambda: postgres_catalog(self._conn))
+
+    def rehearsal_verdict(self) -> dict[str, Any]:
+        """Compare the state now with the one the transaction began from, and end it (rolled
+        back): db_digest.compare's verdict.
+
+        The rows are read only of the tables touched: those this transaction wrote rows of
+        (PostgreSQL's own count, pg_stat_xact_user_tables, which takes in what triggers, rules,
+        functions and foreign-key actions wrote), those whose storage file changed (TRUNCATE,
+        a rewrite) and those whose shape moved or that came or went. First on this connection,
+        as they stand now; then a second connection imports the snapshot this transaction
+        exported when it began, this transaction is rolled back (its locks go, so the reader
+        never waits on them), and the reader reads the same tables as they were."""
+        begun, reader_factory = self._begun, self._reader
+        if begun is None or reader_factory is None or not self._snapshot:
+            raise TransactionError("the rehearsal's start was not noted")
+
+        def now() -> tuple[DbState, set[str]]:
+            catalog = postgres_catalog(self._conn)
+            touched = postgres_touched(begun, catalog, postgres_written(self._conn))
+            return postgres_state(self._conn, catalog, touched), touched
+
+        after, touched = self._host_read(now)
+        try:
+            reader = reader_factory()
+        except (psycopg.Error, ValueError) as exc:
+            raise TransactionError(
+                _scrub(f"cannot connect to read the state before: {exc}", self._secret)
+            ) from None
+        with reader:
+            try:
+                reader.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+                reader.read_only = True
+                _import_snapshot(reader, self._snapshot)
+                self.rollback()
+                before = postgres_state(reader, begun, touched & begun.shapes.keys())
+            except psycopg.Error as exc:
+                message = _scrub(_pg_message(exc), self._secret)
+                raise TransactionError(f"the state before cannot be read: {message}") from None
+            finally:
+                with contextlib.suppress(psycopg.Error):
+                    reader.rollback()
+        return compare(before, after)
+
+    def _host_read(self, reading: Callable[[], _T]) -> _T:
+        """A read of the catalog or rows by the host, between the program's statements; a
+        failure undoes only the reading, and the transaction stays as it was."""
         self._usable()
         try:
             with self._on_connection():
-                return postgres_state(self._conn)
+                return reading()
         except psycopg.Error as exc:
             with self._on_connection(), psycopg.RawCursor(self._conn) as cur:
                 self._undo_statement(cur, _pg_message(exc))
@@ -416,6 +498,12 @@ class PostgresSession:
         finally:
             self._conn.close()
             self._broken = self._broken or "the session is closed"
+
+
+def _import_snapshot(reader: psycopg.Connection, snapshot: str) -> None:
+    """`reader`'s transaction sees what the exporting one saw when it began, and no commit
+    since (the rehearsal's own changes were never committed, so none of them either)."""
+    reader.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
 
 
 def _convert(query: bytes) -> tuple[bytes, list, list[str] | None]:

@@ -159,15 +159,16 @@ class DbProcess:
     def rollback(self) -> None:
         self._call({"op": "rollback"}, TransactionError)
 
-    def mark(self, name: str) -> None:
-        """Have the child read the database's state now and keep it as `name` (db_digest);
-        it stays in the child, which can hold a large table's row hashes under its limits."""
-        self._call({"op": "mark", "name": name}, TransactionError)
+    def rehearsal_begin(self) -> None:
+        """Have the child note the state a rehearsal starts from (db_digest); it stays in the
+        child."""
+        self._call({"op": "rehearsal_begin"}, TransactionError)
 
-    def compare(self, since: str) -> dict[str, Any]:
-        """The state now against the one marked `since`: {restored, diff, counters, before,
-        after}, checked for shape."""
-        verdict = self._call({"op": "compare", "since": since}, TransactionError).get("verdict")
+    def rehearsal_verdict(self) -> dict[str, Any]:
+        """The state now against the rehearsal's start: {restored, diff, counters, before,
+        after}, checked for shape. The transaction ends (rolled back): the child reads the
+        state the rehearsal began from once the programs' changes are gone."""
+        verdict = self._call({"op": "rehearsal_verdict"}, TransactionError).get("verdict")
         if not (
             isinstance(verdict, dict)
             and type(verdict.get("restored")) is bool

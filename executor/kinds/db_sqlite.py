@@ -12,8 +12,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
-from executor.kinds.db_digest import DbState, sqlite_state
+from executor.kinds.db_digest import (
+    DbState,
+    compare,
+    shape_changes,
+    sqlite_shapes,
+    sqlite_state,
+    sqlite_virtual_shadows,
+)
 from executor.kinds.db_values import (
     Params,
     Reply,
@@ -25,7 +33,25 @@ from executor.kinds.errors import StatementFailed, StatementRefused, Transaction
 from executor.kinds.sql_policy import sqlite_authorize
 
 _TIME_UP = "the run's time is up"
+# Actions whose table (arg1, or arg2 for these) a statement may write rows or schema of.
+_WRITES_ARG1 = {
+    sqlite3.SQLITE_INSERT,
+    sqlite3.SQLITE_UPDATE,
+    sqlite3.SQLITE_DELETE,
+    sqlite3.SQLITE_CREATE_TABLE,
+    sqlite3.SQLITE_DROP_TABLE,
+    sqlite3.SQLITE_CREATE_VTABLE,
+    sqlite3.SQLITE_DROP_VTABLE,
+}
+_WRITES_ARG2 = {
+    sqlite3.SQLITE_ALTER_TABLE,
+    sqlite3.SQLITE_CREATE_INDEX,
+    sqlite3.SQLITE_DROP_INDEX,
+    sqlite3.SQLITE_CREATE_TRIGGER,
+    sqlite3.SQLITE_DROP_TRIGGER,
+}
 _CANCEL_WAIT_S = 5.0
+_T = TypeVar("_T")
 
 
 def open_sqlite(
@@ -67,6 +93,10 @@ class SqliteSession:
         self._idle.set()
         self._broken: str | None = None
         self._savepoint = f"undoable_{secrets.token_hex(8)}"
+        # Every main-database table the program's statements (and the triggers they fire,
+        # compiled with them) may write, as SQLite's authorizer names them while preparing.
+        self._written: set[str] = set()
+        self._begun: DbState | None = None  # a rehearsal's start: shapes and counters
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._conn = conn
         try:
@@ -92,6 +122,11 @@ class SqliteSession:
     ) -> int:
         if self._host == threading.get_ident():
             return sqlite3.SQLITE_OK
+        if db != "temp":  # also when refused: a superset never hides a change
+            if action in _WRITES_ARG1 and arg1:
+                self._written.add(arg1)
+            elif action in _WRITES_ARG2 and arg2:
+                self._written.add(arg2)
         why = sqlite_authorize(action, arg1, arg2)
         if why is None:
             return sqlite3.SQLITE_OK
@@ -211,16 +246,47 @@ class SqliteSession:
         if not self._conn.in_transaction:
             raise StatementFailed("the transaction has ended")
 
-    def state(self) -> DbState:
-        """The copy's tables and counters as they stand in the transaction (db_digest), read
-        by the host (past the authorizer, never interrupted)."""
+    def rehearsal_begin(self) -> None:
+        """Note the state a rehearsal starts from: every table's shape and the counters (a
+        few catalog rows; the rows themselves are read at the verdict, of the tables touched)."""
         self._usable()
+        self._begun = self._read(lambda: sqlite_state(self._conn, rows_of=set()))
+
+    def rehearsal_verdict(self) -> dict[str, Any]:
+        """Compare the state now with the one at rehearsal_begin() and end the transaction
+        (rolled back): db_digest.compare's verdict.
+
+        The rows are read only of the tables the programs touched: those the authorizer saw
+        their statements (and the triggers those fire) write, and any whose shape moved. First
+        as they stand now; then the transaction is rolled back, which gives back the copy as
+        it was at the start (a private file nobody else writes), and the same tables are read
+        again. SQLite's foreign-key actions, which write tables without naming them, never
+        run: `PRAGMA foreign_keys` stays off (sql_policy)."""
+        self._usable()
+        begun = self._begun
+        if begun is None:
+            raise TransactionError("the rehearsal's start was not noted")
+        shapes_now = self._read(lambda: sqlite_shapes(self._conn))
+        touched = self._written | shape_changes(_shapes(begun), shapes_now)
+        touched |= self._read(lambda: sqlite_virtual_shadows(self._conn, touched))
+        after = self._read(lambda: sqlite_state(self._conn, rows_of=touched))
+        self.rollback()
+        before = self._read(lambda: sqlite_state(self._conn, rows_of=touched))
+        if _shapes(before) != _shapes(begun) or before.counters != begun.counters:
+            raise TransactionError("after the rollback the database is not as the rehearsal began")
+        return compare(before, after)
+
+    def _read(self, reading: Callable[[], _T]) -> _T:
+        """A read of the state by the host: past the authorizer, never interrupted, its text
+        as bytes (exact, whatever the encoding)."""
         self._host = threading.get_ident()
+        self._conn.text_factory = bytes
         try:
-            return sqlite_state(self._conn)
+            return reading()
         except sqlite3.Error as exc:
             raise TransactionError(f"the database's state cannot be read: {exc}") from None
         finally:
+            self._conn.text_factory = _decode_text
             self._host = None
 
     def commit(self) -> None:
@@ -247,6 +313,10 @@ class SqliteSession:
                 self.rollback()
         finally:
             self._conn.close()
+
+
+def _shapes(state: DbState) -> dict[str, str]:
+    return {name: table.schema for name, table in state.tables.items()}
 
 
 def _decode_text(data: bytes) -> str:

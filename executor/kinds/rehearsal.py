@@ -215,7 +215,7 @@ def rehearse_db(
         repeatable_read=True,
         **options,
     ) as job:
-        job.session.mark("before")
+        job.session.rehearsal_begin()
         first = run(job)
         outcome = job.finish(first)
         if outcome.pending is None:
@@ -226,7 +226,7 @@ def rehearse_db(
             second_outcome = second_job.finish(second)
             if second_outcome.pending is None:
                 return _failed("reverse", second, started, first, second)
-            verdict = second_job.session.compare("before")
+            verdict = second_job.session.rehearsal_verdict()  # rolls back
         finally:
             with contextlib.suppress(NothingPending):
                 if not second_job.finished:

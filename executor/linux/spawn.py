@@ -1,7 +1,7 @@
 """Start one bwrap sandbox process: the sequence every bwrap sandbox shares.
 
-A single-use run's sandbox (pool.Sandbox) and a session's (executor/sessions/sandbox.py) differ
-only in the program bwrap runs and what they do with its pipes. Both get: their own cgroups
+A single-use run's sandbox (pool.Sandbox) and a session's (executor/backends/bwrap/session.py)
+differ only in the program bwrap runs and what they do with its pipes. Both get: their own cgroups
 with the run's limits (created before the process, so it starts inside them), the seccomp
 filter on a pipe, a job pipe the host writes and a status pipe the host reads, the launcher in
 front (cgroup join, uid drop, hard kill), no host environment, a session of its own.

@@ -110,7 +110,7 @@ def bwrap_argv(
     bound read-write as /workspace instead of the private tmpfs, so the host can put and fetch
     files.
 
-    What a long-lived session changes besides (executor/sessions/sandbox.py):
+    What a long-lived session changes besides (executor/backends/bwrap/session.py):
     `command`: the in-sandbox program (absolute path first) instead of the one-shot driver.
     `extra_env`: variables set after the policy's BASE_ENV, for the program only.
     `as_pid_1`: False lets bwrap's own init be PID 1 and reap the orphans the program leaves.

@@ -1,6 +1,8 @@
 """Stateful sessions: a long-lived sandbox per session holding a Python REPL and a workspace.
 
-    manager = SessionManager(rootfs="/path/to/rootfs", root_dir="/var/lib/undoable/sessions")
+    backend = executor.create_backend("bwrap", rootfs="/path/to/rootfs")
+    config = SessionConfig(root_dir="/var/lib/undoable/sessions", limits=Limits(wall_time_s=30))
+    manager = SessionManager(config, backend)
     session = manager.create()
     session.exec("x = 21")
     session.exec("x * 2").stdout          # "42\\n"
@@ -11,7 +13,12 @@ Sessions idle longer than `idle_timeout_s`, or older than `max_lifetime_s`, are 
 background thread: the sandbox is SIGKILLed and its workspace removed. The hard lifetime also
 holds if this process dies (the launcher's hard kill and --die-with-parent under bwrap; under
 Docker the supervisor's deadline, and the container ends as soon as this process's socket
-closes). `SessionConfig.backend` says where sandboxes run (executor/sessions/starters.py).
+closes).
+
+The manager prepares each workspace and keeps the sessions' books; the sandbox itself comes from
+the backend it is given, through the Backend protocol only (`open_session`, executor/backends/
+base.py), like a stateless run. The manager does not own that backend: whoever built it closes
+it, after `shutdown()`.
 
 Each workspace is a host folder bound into the sandbox. Where this process may mount (root), it
 is a tmpfs capped at `workdir_quota_mib` and `workdir_max_inodes` (executor.quota), so the kernel
@@ -26,19 +33,20 @@ import logging
 import os
 import secrets
 import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from executor import images, quota
+from executor.backends.base import Backend, ReplyTooLarge, SessionChannel, SessionDied
 from executor.errors import BackendUnavailable, ExecutorError, InvalidSpec, NoCapacity
+from executor.limits import Limits
 from executor.result import LimitName, RunResult
 from executor.sessions import files as session_files
 from executor.sessions.config import SessionConfig
 from executor.sessions.files import FileEntry
-from executor.sessions.sandbox import ReplyTooLarge, SessionChannel, SessionDied
-from executor.sessions.starters import starter_for
 
 logger = logging.getLogger(__name__)
 
@@ -227,17 +235,25 @@ class Session:
 
 
 class SessionManager:
-    """Creates, finds and reaps the sessions of this process."""
+    """Creates, finds and reaps the sessions of this process, in sandboxes of `backend`.
+
+    Starting, it proves that a sandbox of the backend can use a workspace folder of this
+    process (fail closed: BackendUnavailable)."""
 
     def __init__(
-        self, config: SessionConfig, on_close: Callable[[str, str], None] | None = None
+        self,
+        config: SessionConfig,
+        backend: Backend,
+        on_close: Callable[[str, str], None] | None = None,
     ) -> None:
         self.config = config
+        self.backend = backend
         self.on_close = on_close
         self._sessions: dict[str, Session] = {}
         self._cond = threading.Condition()
         self._stopped = False
-        self._starter = starter_for(config)
+        # The host uid the sandbox's program runs as, when this process can give it files.
+        self._uid = backend.session_uid if os.geteuid() == 0 else None
         self._quota = quota.supported()
         if not self._quota:
             logger.warning(
@@ -245,10 +261,11 @@ class SessionManager:
                 "RLIMIT_FSIZE caps each file",
                 extra={"workdir_quota_mib": config.workdir_quota_mib},
             )
-        _check_traversable(config.root_dir, self._starter.uid)
+        _check_traversable(config.root_dir, self._uid)
         os.makedirs(config.root_dir, mode=0o711, exist_ok=True)
         # Traversable (not listable) by the unprivileged sandbox uid that binds a workspace inside.
         os.chmod(config.root_dir, 0o711)  # noqa: S103
+        _check_workspaces(backend, config.root_dir, config.limits, self._uid)
         self._reaper = threading.Thread(target=self._reap_loop, name="session-reaper", daemon=True)
         self._reaper.start()
 
@@ -260,7 +277,7 @@ class SessionManager:
         # Canonical: the policy binds only a canonical folder (no symlink on the way).
         base = os.path.join(os.path.realpath(self.config.root_dir), session_id)
         workdir = os.path.join(base, "workspace")
-        uid = self._starter.uid if os.geteuid() == 0 else None
+        uid = self._uid
         with contextlib.ExitStack() as undo:
             undo.callback(shutil.rmtree, base, ignore_errors=True)
             os.makedirs(workdir, mode=0o700)
@@ -269,7 +286,7 @@ class SessionManager:
             mounted = self._quota and self._mount_quota(workdir, uid)
             if not mounted and uid is not None:
                 os.chown(workdir, uid, uid)  # a quota tmpfs's root already belongs to the uid
-            sandbox = self._starter.start(
+            sandbox = self.backend.open_session(
                 session_id=session_id,
                 workdir=workdir,
                 limits=self.config.limits,
@@ -321,7 +338,6 @@ class SessionManager:
             self._cond.notify_all()
         for session_id in self.live_ids():
             self.close(session_id, reason="shutdown")
-        self._starter.close()
 
     def reap_due(self) -> list[str]:
         """Close every session past its idle or lifetime limit (or whose sandbox died)."""
@@ -371,6 +387,43 @@ def session_root_remove(root_dir: str) -> None:
             if entry.is_dir(follow_symlinks=False):
                 quota.unmount(Path(entry.path, "workspace"))
     shutil.rmtree(root)
+
+
+# The probe: the cell copies what the host wrote into a file the host then reads.
+_PROBE_CODE = "open('from-sandbox', 'w').write(open('from-host').read())"
+
+
+def _check_workspaces(backend: Backend, root_dir: str, limits: Limits, uid: int | None) -> None:
+    """Fail closed unless a sandbox of `backend` sees and writes a workspace folder of this
+    process. A Docker engine binds a folder by its path on the engine's host, so a remote
+    engine, or a server in a container of its own, would give sessions an empty folder of
+    the same name; and the sandbox uid must be able to write there."""
+    probe = tempfile.mkdtemp(prefix="probe-", dir=os.path.realpath(root_dir))
+    try:
+        Path(probe, "from-host").write_text("host")
+        if uid is not None:
+            os.chown(probe, uid, uid)
+        try:
+            sandbox = backend.open_session(
+                session_id="probe", workdir=probe, limits=limits, lifetime_s=30.0
+            )
+            try:
+                timeout = min(10.0, limits.wall_time_s)
+                sandbox.send({"language": "python", "code": _PROBE_CODE, "timeout_s": timeout})
+                sandbox.receive(deadline=time.monotonic() + timeout + _CELL_GRACE_S)
+            finally:
+                sandbox.kill()
+            seen = Path(probe, "from-sandbox").read_text()
+        except (ExecutorError, OSError) as exc:
+            seen = f"nothing ({exc})"
+        if seen != "host":
+            raise BackendUnavailable(
+                f"{backend.name} session sandboxes must bind this process's session folders "
+                f"({root_dir}); a probe session read back {seen!r}. A Docker engine binds by "
+                "path on its own host: run the server there, as root, or use bwrap."
+            )
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
 
 
 def _check_traversable(root_dir: str, host_uid: int | None) -> None:

@@ -2,7 +2,8 @@
 
     python tests/bench/bench_sessions.py [--sessions 20] [--cells 100] [--only bwrap,docker]
 
-For each backend a fresh SessionManager creates `--sessions` sessions one after another (the
+For each backend (built with no warm pool, as executor.create_backend builds it) a fresh
+SessionManager creates `--sessions` sessions one after another (the
 first create of the manager is reported apart as "cold"), runs one cell `1+1` in each (its
 first cell), then `--cells` more in the last one (warm cells), and closes them. In the same
 loop it starts the floor, `/usr/bin/python3 -I -S -c 'print(1+1)'` as a plain subprocess, and
@@ -27,6 +28,7 @@ from typing import TypeVar
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # run as a plain script from anywhere
 
+import executor  # noqa: E402
 from executor.errors import ExecutorError  # noqa: E402
 from executor.limits import Limits  # noqa: E402
 from executor.sessions.config import SessionConfig  # noqa: E402
@@ -60,18 +62,25 @@ def bench(backend: str, sessions: int, cells: int) -> None:
     root = tempfile.mkdtemp(prefix="undoable-bench-sessions-")
     os.chmod(root, 0o711)  # the bwrap sandbox's uid binds a workspace below it
     config = SessionConfig(
-        rootfs=str(REPO / "var" / "sandbox-rootfs"),
         root_dir=os.path.join(root, "sessions"),
         limits=Limits(wall_time_s=10),
-        backend=backend,
         max_sessions=sessions,
     )
+    options: dict[str, object] = {"warm_pool_size": 0}
+    if backend == "bwrap":
+        options["rootfs"] = str(REPO / "var" / "sandbox-rootfs")
     try:
-        manager = SessionManager(config)
+        sandboxes = executor.create_backend(backend, **options)
     except (ExecutorError, ImportError) as exc:
         print(f"{backend:<8} skipped: backend unavailable ({exc})", flush=True)
         shutil.rmtree(root)
         return
+    try:
+        manager = SessionManager(config, sandboxes)
+    except BaseException:
+        sandboxes.close()
+        shutil.rmtree(root)
+        raise
     steps: dict[str, tuple[list[float], list[float]]] = {}
 
     def step(name: str) -> tuple[list[float], list[float]]:
@@ -88,6 +97,7 @@ def bench(backend: str, sessions: int, cells: int) -> None:
             timed(*step("close"), lambda s=session: manager.close(s.id))
     finally:
         manager.shutdown()
+        sandboxes.close()
         shutil.rmtree(root, ignore_errors=True)
     for name, (values, floor) in steps.items():
         print(line(name, values, floor), flush=True)

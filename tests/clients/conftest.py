@@ -22,4 +22,5 @@ CLIENT_SRC = Path(__file__).resolve().parents[2] / "clients" / "python" / "src"
 if str(CLIENT_SRC) not in sys.path:
     sys.path.insert(0, str(CLIENT_SRC))
 
+from tests.clients.scripted_exec import scripted  # noqa: E402, F401 (a scripted exec server)
 from tests.webapp.conftest import fake_llm  # noqa: E402, F401 (the scripted LLM)

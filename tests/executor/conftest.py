@@ -190,3 +190,36 @@ def _cgroups_of(backend: Backend) -> list[str]:
     """This backend's per-sandbox cgroups that still exist (none without cgroups)."""
     parents: dict[str, str] = getattr(backend, "cgroup_parents", {})
     return sorted(_pid_cgroups(parents))
+
+
+# Session suites: one backend of each kind for the whole test session, with no warm pool or
+# template (a session sandbox is started for it, through Backend.open_session).
+@pytest.fixture(scope="session")
+def bwrap_session_backend(sandbox_rootfs: Path, docker_missing) -> Iterator[Backend]:
+    try:
+        built = executor.create_backend(
+            "bwrap", rootfs=str(sandbox_rootfs), warm_pool_size=0, zygote=False
+        )
+    except BackendUnavailable as exc:
+        pytest.exit(f"the bwrap backend is unavailable: {exc}", returncode=MISSING)
+    yield built
+    built.close()
+
+
+@pytest.fixture(scope="session")
+def docker_session_backend(docker_engine, docker_missing) -> Iterator[Backend]:
+    try:
+        built = executor.create_backend(
+            "docker", image=DOCKER_IMAGE, warm_pool_size=0, zygote=False
+        )
+    except BackendUnavailable as exc:
+        docker_missing(f"the docker backend is unavailable: {exc}")
+    yield built
+    built.close()
+    assert _containers_of(built) == [], "session containers outlived backend.close()"
+
+
+@pytest.fixture(params=["bwrap", pytest.param("docker", marks=pytest.mark.docker)])
+def session_backend(request: pytest.FixtureRequest) -> Backend:
+    """Each session suite's test runs on both backends' open_session."""
+    return request.getfixturevalue(f"{request.param}_session_backend")

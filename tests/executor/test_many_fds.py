@@ -60,13 +60,11 @@ def high_fds() -> Iterator[list[int]]:
 
 
 @pytest.fixture
-def manager() -> Iterator[SessionManager]:
+def manager(bwrap_session_backend) -> Iterator[SessionManager]:
     root = tempfile.mkdtemp(prefix="undoable-many-fds-")
     os.chmod(root, 0o711)
-    config = SessionConfig(
-        root_dir=os.path.join(root, "sessions"), limits=Limits(wall_time_s=5), rootfs=str(ROOTFS)
-    )
-    sessions = SessionManager(config)
+    config = SessionConfig(root_dir=os.path.join(root, "sessions"), limits=Limits(wall_time_s=5))
+    sessions = SessionManager(config, bwrap_session_backend)
     yield sessions
     sessions.shutdown()
     shutil.rmtree(root)

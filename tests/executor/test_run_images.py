@@ -135,26 +135,11 @@ def test_sabotage_without_docker_caps_a_thousand_files_and_a_huge_one_come_back(
     assert result.image_notes == ()
 
 
-@pytest.fixture(params=["bwrap", pytest.param("docker", marks=pytest.mark.docker)])
-def sessions(
-    request: pytest.FixtureRequest,
-    sandbox_rootfs: Path,
-    docker_missing: Callable[[str], NoReturn],
-) -> Iterator[SessionManager]:
+@pytest.fixture
+def sessions(session_backend: Backend) -> Iterator[SessionManager]:
     root = tempfile.mkdtemp(prefix="undoable-sessions-")
     os.chmod(root, 0o711)  # the sandbox's uid must reach its workspace
-    config = SessionConfig(
-        rootfs=str(sandbox_rootfs),
-        root_dir=f"{root}/s",
-        limits=LIMITS,
-        backend=request.param,
-        docker_image=SANDBOX_IMAGE,
-    )
-    try:
-        manager = SessionManager(config)
-    except BackendUnavailable as exc:
-        shutil.rmtree(root)
-        docker_missing(f"docker sessions are unavailable: {exc}")
+    manager = SessionManager(SessionConfig(root_dir=f"{root}/s", limits=LIMITS), session_backend)
     yield manager
     manager.shutdown()
     shutil.rmtree(root)

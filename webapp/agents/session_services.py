@@ -73,7 +73,8 @@ def session_manager() -> SessionManager:
             from webapp.executor_glue import session_config, session_leftovers_remove
 
             session_leftovers_remove()  # what a killed server before us left mounted
-            _manager = SessionManager(session_config(), on_close=_mark_closed)
+            config = session_config()  # configures the executor: its backend starts them
+            _manager = SessionManager(config, executor.get_backend(), on_close=_mark_closed)
             _manager_pid = os.getpid()
             _start_beat()
         return _manager

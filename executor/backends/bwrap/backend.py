@@ -15,6 +15,7 @@ import os
 import shutil
 from collections.abc import Sequence
 
+from executor.backends.bwrap.session import BwrapSession
 from executor.cancel import CancelToken
 from executor.errors import BackendUnavailable, InvalidLimits
 from executor.limits import Limits
@@ -163,6 +164,25 @@ class BwrapBackend:
             return self._run_cold(spec, limits, on_output, cancel)
         self._count_warm(sandbox)
         return self._execute(sandbox, spec, limits, on_output, cancel)
+
+    @property
+    def session_uid(self) -> int | None:
+        return self.host_uid
+
+    def open_session(
+        self, *, session_id: str, workdir: str, limits: Limits, lifetime_s: float
+    ) -> BwrapSession:
+        """A session in a long-lived bwrap sandbox of its own (session.py), in cgroups of this
+        backend's groups; see Backend.open_session. `session_id` names nothing here: the
+        sandbox is known by its process."""
+        return BwrapSession.start(
+            rootfs=self.rootfs,
+            workdir=workdir,
+            limits=limits,
+            lifetime_s=lifetime_s,
+            host_uid=self.host_uid,
+            cgroup_parents=self.cgroup_parents,
+        )
 
     def wait_warm(self, timeout_s: float = 30.0) -> bool:
         """Block until the warm pool is full (benchmarks and tests warm up with this)."""

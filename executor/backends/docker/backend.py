@@ -30,6 +30,7 @@ import docker
 from executor.backends.docker.forked import ForkedRuns
 from executor.backends.docker.pool import Remover, SandboxContainer, WarmPool
 from executor.backends.docker.session import DockerSession
+from executor.backends.docker.session_container import DockerSessionContainer
 from executor.backends.docker.wire import MAX_CODE_BYTES, READY, encode_message
 from executor.cancel import CancelToken
 from executor.errors import BackendUnavailable, InvalidSpec, SandboxFailed
@@ -43,6 +44,7 @@ from executor.policy.docker_args import (
     pool_key,
 )
 from executor.policy.mounts import Mount
+from executor.policy.sandbox_policy import SANDBOX_UID as IMAGE_UID
 from executor.policy.sandbox_policy import SandboxPolicy
 from executor.policy.seccomp import seccomp_bpf
 from executor.result import OutputCallback, RunResult
@@ -60,6 +62,9 @@ class DockerBackend:
     """Runs each program in a fresh, locked-down container; see docker_args for the policy."""
 
     name = "docker"
+    # A session's container has the image's user, the policy's in-sandbox uid, on the host too
+    # (no user namespace): that uid owns its workspace.
+    session_uid: int | None = IMAGE_UID
 
     def __init__(
         self,
@@ -289,6 +294,22 @@ class DockerBackend:
     def _discard(self, container: SandboxContainer) -> None:
         container.close()
         self._remove(container.id)
+
+    def open_session(
+        self, *, session_id: str, workdir: str, limits: Limits, lifetime_s: float
+    ) -> DockerSessionContainer:
+        """A session in a container of its own (session_container.py), labelled with its id,
+        `workdir` bound at /workspace; see Backend.open_session. It ends when our attached
+        socket closes, and `close()` removes it with this backend's other containers."""
+        if self._closed:
+            raise BackendUnavailable("this docker backend has been closed")
+        return DockerSessionContainer.start(
+            self,
+            session_id=session_id,
+            workdir=workdir,
+            limits=limits,
+            lifetime_s=lifetime_s,
+        )
 
     def start_session(
         self, *, workspace: str, limits: Limits, session: dict[str, Any], labels: dict[str, str]

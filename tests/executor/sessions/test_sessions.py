@@ -1,5 +1,6 @@
-"""executor.sessions.manager against real sandboxes, bwrap and Docker alike: REPL semantics, files,
-reaping, limits. The Docker half needs the engine and builds the sandbox image (tests/conftest.py).
+"""executor.sessions.manager against real sandboxes, bwrap and Docker alike (each backend's
+open_session, tests/executor/conftest.py): REPL semantics, files, reaping, limits, the
+workspace probe. The Docker half needs the engine and builds the sandbox image (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from executor import quota
-from executor.errors import ExecutorError, InvalidSpec
+from executor.backends import session_channel
+from executor.backends.base import Backend
+from executor.errors import BackendUnavailable, ExecutorError, InvalidSpec
 from executor.limits import Limits
-from executor.sessions import sandbox as session_sandbox
 from executor.sessions.files import FileMissing, WorkspaceFull
 from executor.sessions.manager import (
     Session,
@@ -27,7 +29,6 @@ from executor.sessions.manager import (
     SessionManager,
     SessionNotFound,
 )
-from tests.prerequisites import ROOTFS
 from tests.quota_mounts import WRITE_40_MIB, mounted_anywhere
 
 
@@ -45,15 +46,8 @@ def reaped() -> dict[str, threading.Event]:
     return {}
 
 
-@pytest.fixture(
-    params=["bwrap", pytest.param("docker", marks=pytest.mark.docker)],
-)
-def session_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.fixture
-def manager_factory(reaped: dict[str, threading.Event], session_backend: str) -> Iterator:
+def manager_factory(reaped: dict[str, threading.Event], session_backend: Backend) -> Iterator:
     managers: list[SessionManager] = []
     # The sandbox runs as an unprivileged host uid: its workspace's parents must be traversable
     # (pytest's tmp_path lives under a 0700 directory).
@@ -64,14 +58,9 @@ def manager_factory(reaped: dict[str, threading.Event], session_backend: str) ->
         def on_close(session_id: str, reason: str) -> None:
             reaped.setdefault(session_id, threading.Event()).set()
 
-        options = {
-            "limits": Limits(wall_time_s=5),
-            "rootfs": str(ROOTFS),
-            "backend": session_backend,
-            **overrides,
-        }
+        options = {"limits": Limits(wall_time_s=5), **overrides}
         config = SessionConfig(root_dir=os.path.join(root, "sessions"), **options)
-        manager = SessionManager(config, on_close=on_close)
+        manager = SessionManager(config, session_backend, on_close=on_close)
         managers.append(manager)
         return manager
 
@@ -252,14 +241,15 @@ def test_a_session_that_fails_to_start_leaves_no_mount_or_folder(manager_factory
     manager = manager_factory()
     # The driver's source is the one thing both backends start from: a broken one never says
     # it is ready.
-    monkeypatch.setattr(session_sandbox, "driver_source", lambda: "raise SystemExit(3)")
-    before = Path("/proc/self/mountinfo").read_text().count("undoable-quota")
+    monkeypatch.setattr(session_channel, "driver_source", lambda: "raise SystemExit(3)")
+    # Only this manager's folder counts: other test processes mount and unmount quotas too.
+    root = os.path.realpath(manager.config.root_dir)
 
     with pytest.raises(ExecutorError):
         manager.create()
 
-    assert Path("/proc/self/mountinfo").read_text().count("undoable-quota") == before
-    assert os.listdir(manager.config.root_dir) == []
+    assert f" {root}/" not in Path("/proc/self/mountinfo").read_text()
+    assert os.listdir(root) == []
 
 
 def test_without_mount_privilege_the_manager_warns_once(manager_factory, monkeypatch, caplog):
@@ -305,7 +295,7 @@ for _ in range(16):
 
 def test_a_forged_reply_header_ends_the_session_at_once(manager_factory):
     session = manager_factory(limits=REPLY_LIMITS).create()
-    cap = session_sandbox.max_reply_bytes(REPLY_LIMITS)
+    cap = session_channel.max_reply_bytes(REPLY_LIMITS)
     tracemalloc.start()
     try:
         result = session.exec(FORGED_REPLY)
@@ -331,8 +321,8 @@ def test_sabotage_without_the_cap_the_host_buffers_the_forged_reply(
     manager_factory,
     monkeypatch,
 ):
-    cap = session_sandbox.max_reply_bytes(REPLY_LIMITS)
-    monkeypatch.setattr(session_sandbox, "max_reply_bytes", lambda limits: math.inf)
+    cap = session_channel.max_reply_bytes(REPLY_LIMITS)
+    monkeypatch.setattr(session_channel, "max_reply_bytes", lambda limits: math.inf)
     session = manager_factory(limits=REPLY_LIMITS).create()
     sandbox = session._sandbox
     result = session.exec(FORGED_REPLY)
@@ -420,9 +410,51 @@ def test_closing_a_session_during_a_cell_ends_the_cell_with_a_reason(manager_fac
 def test_sabotage_closing_the_descriptors_under_a_cell_makes_it_fail(
     manager_factory, session_backend, monkeypatch
 ):
-    if session_backend == "docker":
+    if session_backend.name == "docker":
         pytest.skip("the Docker channel reads its closed socket as the sandbox's end")
     # As before: the sandbox killed and its pipes closed at once, whatever a cell is reading.
     monkeypatch.setattr(Session, "kill", lambda self, *, reason="closed": self._release(reason))
     result, _ = close_during_a_cell(manager_factory())
     assert isinstance(result, OSError), result  # EBADF, which the API answered as a 500
+
+
+# --- the workspace probe: a manager proves its backend's sandboxes use its folders -------------
+
+
+@pytest.fixture
+def sandbox_sees_other_folders(monkeypatch, session_backend: Backend) -> Iterator[None]:
+    """Stand-in for a remote Docker engine, or a server in a container of its own: the sandbox
+    gets a folder of the same purpose from elsewhere (here: an empty folder of ours)."""
+    elsewhere_root = tempfile.mkdtemp(prefix="undoable-elsewhere-")
+    os.chmod(elsewhere_root, 0o711)
+    real = type(session_backend).open_session
+
+    def elsewhere(self, *, workdir: str, **options):
+        other = tempfile.mkdtemp(dir=elsewhere_root)
+        uid = self.session_uid
+        if uid is not None and os.geteuid() == 0:
+            os.chown(other, uid, uid)
+        return real(self, workdir=other, **options)
+
+    monkeypatch.setattr(type(session_backend), "open_session", elsewhere)
+    yield
+    shutil.rmtree(elsewhere_root)
+
+
+def test_deny_a_manager_whose_sandboxes_miss_its_folders_refuses_to_start(
+    manager_factory, sandbox_sees_other_folders
+):
+    with pytest.raises(BackendUnavailable, match="must bind this process's session folders"):
+        manager_factory()
+
+
+@pytest.mark.sabotage
+def test_sabotage_without_the_probe_a_session_misses_its_own_files(
+    manager_factory, sandbox_sees_other_folders, monkeypatch
+):
+    from executor.sessions import manager as manager_module
+
+    monkeypatch.setattr(manager_module, "_check_workspaces", lambda *args: None)
+    session = manager_factory().create()
+    session.write_file("data.txt", b"uploaded")
+    assert "FileNotFoundError" in session.exec("open('data.txt').read()").stderr

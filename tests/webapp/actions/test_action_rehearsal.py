@@ -97,7 +97,7 @@ def test_a_sqlite_rehearsal_names_the_rows_and_reports_counters_apart(owner):
     assert rehearsal["restored"] is False
     [rows] = rehearsal["diff"]
     assert (rows["table"], rows["missing"], rows["extra"]) == ("t", 1, 1)
-    assert rows["missing_rows"] == ["id=1, note=None"]
+    assert rows["missing_rows"] == ["(id, note) = (1, NULL)"]
     assert rehearsal["counters"] == {"sqlite_sequence.t": {"before": 2, "after": 3}}
 
 

@@ -8,11 +8,10 @@ from collections.abc import Iterator
 import docker
 import pytest
 
+from executor.backends.docker.session_container import SESSION_LABEL
 from executor.errors import BackendUnavailable
-from executor.sessions import manager as sessions
-from executor.sessions.docker import SESSION_LABEL
 from webapp.agents.session_services import reset_session_manager
-from webapp.executor_glue import reset_executor
+from webapp.executor_glue import ensure_executor, reset_executor
 
 pytestmark = pytest.mark.django_db
 
@@ -51,10 +50,10 @@ def test_with_the_docker_backend_a_session_runs_in_its_own_container(owner, engi
 
 
 def test_a_server_that_cannot_start_session_sandboxes_answers_503(owner, monkeypatch):
-    def refuse(config):
+    def refuse(self, **options):
         raise BackendUnavailable("no sandbox here")
 
-    monkeypatch.setattr(sessions, "starter_for", refuse)
+    monkeypatch.setattr(type(ensure_executor()), "open_session", refuse)
     reset_session_manager()
 
     response = owner.post("/api/v1/sessions", {})

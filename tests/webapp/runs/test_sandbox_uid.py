@@ -67,7 +67,7 @@ def test_a_run_sandbox_runs_as_the_configured_uid(configured_uid):
 
 
 def test_a_session_writes_its_files_as_the_configured_uid(configured_uid):
-    manager = SessionManager(session_config())
+    manager = SessionManager(session_config(), ensure_executor())
     try:
         session = manager.create()
         result = session.exec("open('mine.txt', 'w').write('x')\n")

@@ -21,8 +21,8 @@ an OpenAI tool for running code, `undoable_client.codeact` a CodeAct loop on one
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+# typing itself is a cost on every start of `undoable`: imported by type checkers only.
+TYPE_CHECKING = False
 
 # Names load on first use (PEP 562), so `import undoable_client.cli` and `undoable --help`
 # do not pay for httpx.
@@ -57,6 +57,8 @@ _HOMES = {
 }
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from undoable_client.actions import Action, Workspace
     from undoable_client.async_client import (
         AsyncAction,
@@ -86,6 +88,8 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'undoable_client' has no attribute {name!r}")
+    import importlib
+
     return getattr(importlib.import_module(f"undoable_client.{home}"), name)
 
 

@@ -4,12 +4,19 @@ the NDJSON stream. No I/O here, so both flavours speak the protocol one way."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import quote
 
 from undoable_client.errors import ApiError, error_for
+
+# Neither typing nor dataclasses here: `undoable exec` (cli/oneshot.py) imports this module,
+# and the two (dataclasses with inspect) would be a third of that command's start-up.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeAlias
+
+    OutputCallback: TypeAlias = Callable[[dict[str, Any]], None]
+    TextCallback: TypeAlias = Callable[[str], None]
 
 NDJSON = "application/x-ndjson"
 # 429 (over the token's quota) and 503 (no capacity) mean nothing ran: asking again is safe.
@@ -17,22 +24,28 @@ RETRY_STATUSES = frozenset({429, 503})
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE"})
 # States after which nothing happens without a request (keep, discard, undo).
 MOVING = frozenset({"queued", "running"})
-OutputCallback = Callable[[dict[str, Any]], None]
-TextCallback = Callable[[str], None]
 
 
-@dataclass(frozen=True)
 class Call:
     """One request. `retry_safe`: asking again cannot do a thing twice (an idempotent method,
-    a stateless exec, or a create that carries an Idempotency-Key)."""
+    a stateless exec, or a create that carries an Idempotency-Key). `stream`: a long answer
+    (an action's), read with no read timeout."""
 
-    method: str
-    path: str
-    body: bytes | None = None
-    content_type: str = "application/json"
-    headers: dict[str, str] = field(default_factory=dict)
-    retry_safe: bool = False
-    stream: bool = False  # long answers (actions) have no read timeout
+    __slots__ = ("method", "path", "body", "content_type", "headers", "retry_safe", "stream")
+
+    def __init__(self, method: str, path: str, body: bytes | None = None,
+                 content_type: str = "application/json", headers: dict[str, str] | None = None,
+                 retry_safe: bool = False, stream: bool = False) -> None:  # fmt: skip
+        self.method = method
+        self.path = path
+        self.body = body
+        self.content_type = content_type
+        self.headers = headers if headers is not None else {}
+        self.retry_safe = retry_safe
+        self.stream = stream
+
+    def __repr__(self) -> str:
+        return f"Call({self.method} {self.path})"
 
     @classmethod
     def json(cls, method: str, path: str, body: Any = None, **options: Any) -> Call:
@@ -47,13 +60,13 @@ class Call:
         return status in RETRY_STATUSES and (self.retry_safe or self.method in IDEMPOTENT_METHODS)
 
 
-@dataclass
 class RetryPolicy:
     """`retries` attempts after the first, each after the server's Retry-After (else 0.5 s,
     doubling), while the waits add up to at most `max_wait_s`."""
 
-    retries: int = 4
-    max_wait_s: float = 30.0
+    def __init__(self, retries: int = 4, max_wait_s: float = 30.0) -> None:
+        self.retries = retries
+        self.max_wait_s = max_wait_s
 
     def delay(self, call: Call, exc: ApiError, attempt: int, waited_s: float) -> float | None:
         """How long to wait before asking again, or None to give up and raise."""

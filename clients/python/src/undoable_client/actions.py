@@ -17,9 +17,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from undoable_client import _protocol as protocol
-from undoable_client._protocol import MOVING, Listeners, OutputCallback, TextCallback
+from undoable_client._protocol import MOVING, Listeners
 
 if TYPE_CHECKING:
+    from undoable_client._protocol import OutputCallback, TextCallback
     from undoable_client.client import Client
 
 _sleep = time.sleep

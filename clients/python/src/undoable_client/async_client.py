@@ -18,23 +18,19 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 import httpx
 
 from undoable_client import _protocol as protocol
-from undoable_client._protocol import (
-    MOVING,
-    Call,
-    Listeners,
-    OutputCallback,
-    RetryPolicy,
-    TextCallback,
-)
+from undoable_client._protocol import MOVING, Call, Listeners, RetryPolicy
 from undoable_client.actions import ActionFields
 from undoable_client.errors import ConnectionFailed, NotFound
 from undoable_client.models import ExecResult
+
+if TYPE_CHECKING:
+    from undoable_client._protocol import OutputCallback, TextCallback
 
 _sleep = asyncio.sleep
 

@@ -8,16 +8,19 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 import httpx
 
 from undoable_client import _protocol as protocol
-from undoable_client._protocol import Call, Listeners, OutputCallback, RetryPolicy, TextCallback
+from undoable_client._protocol import Call, Listeners, RetryPolicy
 from undoable_client.actions import Action, Workspace
 from undoable_client.errors import ApiError, ConnectionFailed, NotFound, Unavailable
 from undoable_client.models import ExecResult
+
+if TYPE_CHECKING:
+    from undoable_client._protocol import OutputCallback, TextCallback
 
 _sleep = time.sleep  # tests record the waits instead
 

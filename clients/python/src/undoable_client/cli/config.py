@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
-from pathlib import Path
+
+TYPE_CHECKING = False  # typing itself is a cost on every start: imported by type checkers only
+if TYPE_CHECKING:
+    from pathlib import Path
 
 PRIVATE_MODE = 0o600  # the token (and credentials, without a keyring) are its owner's alone
 PRIVATE_DIR_MODE = 0o700
@@ -23,13 +25,20 @@ class ConfigError(UserError):
     """No server or token configured, or a config file that cannot be read."""
 
 
-@dataclass(frozen=True)
 class Config:
-    url: str
-    token: str
+    """The server and the token the command speaks to."""
+
+    __slots__ = ("url", "token")
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url = url
+        self.token = token
 
 
 def config_dir() -> Path:
+    # Imported here: `undoable exec` with UNDOABLE_URL and UNDOABLE_TOKEN set never needs it.
+    from pathlib import Path
+
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "undoable"
 

@@ -1,45 +1,64 @@
 """`undoable exec FILE|-`: one program in a fresh sandbox, the program's exit code.
 
-Kept free of typer, rich and httpx: `undoable` (main.run) runs plain exec arguments straight
-here, and the request goes over the standard library (cli/oneshot.py), so a script calling
-`undoable exec` in a loop pays for little more than the interpreter and the request. Anything
-else (--help, a mistake) goes through the typer command, which calls run_exec as well.
+Kept light: `undoable` (main.run) runs plain exec arguments straight here, and the request
+goes over the standard library (cli/oneshot.py) with the answer kept as the server's JSON, so
+a script calling `undoable exec` in a loop pays for little more than the interpreter and the
+request: no typer, rich, httpx, argparse, pathlib, dataclasses or typing. Anything else
+(--help, a mistake) goes through the typer command, which calls run_exec as well.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing itself is a cost on every start: imported by type checkers only
 if TYPE_CHECKING:
-    from undoable_client.models import ExecResult
+    from typing import Any
 
 EXIT_FAILED = 1
+# The options of the plain form that take a value, and the attribute each sets.
+_PLAIN_OPTIONS = {"--language": "language", "-l": "language", "--timeout": "timeout_s"}
 
 
 class UnreadableProgram(Exception):
     """FILE cannot be read, or is not UTF-8."""
 
 
-class _Plain(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise ValueError(message)  # not plain: the typer command will say what is wrong
+class PlainArgs:
+    """`FILE|- [--language L] [--timeout S] [--json]`, the arguments exec runs itself."""
+
+    def __init__(self) -> None:
+        self.source = ""  # FILE, or - for standard input
+        self.language = "python"
+        self.timeout_s: float | None = None
+        self.json_out = False
 
 
-def parse_plain(args: list[str]) -> argparse.Namespace | None:
-    """`FILE|- [--language L] [--timeout S] [--json]`, else None."""
-    parser = _Plain(add_help=False, allow_abbrev=False, exit_on_error=False)
-    parser.add_argument("source")
-    parser.add_argument("--language", "-l", default="python")
-    parser.add_argument("--timeout", dest="timeout_s", type=float, default=None)
-    parser.add_argument("--json", dest="json_out", action="store_true")
-    try:
-        parsed, rest = parser.parse_known_args(args)
-    except (ValueError, argparse.ArgumentError):
-        return None
-    return None if rest else parsed
+def parse_plain(args: list[str]) -> PlainArgs | None:
+    """The plain form's arguments, else None: anything else (--help, `--opt=value`, `--`, a
+    second FILE, a bad number, an unknown option) is left to the typer command, which parses
+    every form and says what is wrong."""
+    plain = PlainArgs()
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--json":
+            plain.json_out = True
+        elif arg in _PLAIN_OPTIONS:
+            value = next(rest, None)
+            if value is None or value.startswith("-"):
+                return None
+            if _PLAIN_OPTIONS[arg] == "language":
+                plain.language = value
+            else:
+                try:
+                    plain.timeout_s = float(value)  # as click's FLOAT reads it
+                except ValueError:
+                    return None
+        elif (arg == "-" or arg[:1] not in ("", "-")) and not plain.source:
+            plain.source = arg
+        else:
+            return None
+    return plain if plain.source else None
 
 
 def read_program(source: str) -> str:
@@ -47,7 +66,8 @@ def read_program(source: str) -> str:
     if source == "-":
         return sys.stdin.read()
     try:
-        return Path(source).read_text(encoding="utf-8")
+        with open(source, encoding="utf-8") as handle:
+            return handle.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise UnreadableProgram(f"cannot read {source}: {exc}") from exc
 
@@ -59,18 +79,25 @@ def exit_code_of(exit_code: int | None, signal: int | None) -> int:
     return 128 + signal if signal else EXIT_FAILED
 
 
-def exec_once(code: str, language: str, timeout_s: float | None) -> ExecResult:
+def exec_once(code: str, language: str, timeout_s: float | None) -> dict[str, Any]:
+    """The server's answer (ExecResult's fields as JSON), each image as its MIME type and name."""
     from undoable_client.cli import config, oneshot
 
     settings = config.load()
     if oneshot.proxied():  # httpx honours the proxy variables; http.client does not
+        from dataclasses import asdict
+
         from undoable_client.client import Client
 
         with Client(settings.url, settings.token) as client:
-            return client.exec(code, language=language, timeout_s=timeout_s)
-    return oneshot.OneShot(settings.url, settings.token).exec(
-        code, language=language, timeout_s=timeout_s
-    )
+            answer = asdict(client.exec(code, language=language, timeout_s=timeout_s))
+    else:
+        answer = oneshot.OneShot(settings.url, settings.token).exec_json(
+            code, language=language, timeout_s=timeout_s
+        )
+    images = answer.get("images") or ()
+    answer["images"] = [{"mime": i["mime"], "name": i.get("name", "")} for i in images]
+    return answer
 
 
 def run_exec(code: str, language: str, timeout_s: float | None, json_out: bool) -> int:
@@ -81,14 +108,10 @@ def run_exec(code: str, language: str, timeout_s: float | None, json_out: bool) 
     with ui.spinner("running"):
         result = exec_once(code, language, timeout_s)
     if ui.json_mode:
-        from dataclasses import asdict
-
-        data = asdict(result)
-        data["images"] = [{"mime": i.mime, "name": i.name} for i in result.images]
-        ui.json(data)
+        ui.json(result)
     else:
-        ui.stream(result.stdout, "stdout")
-        ui.stream(result.stderr, "stderr")
-        if result.limit:
-            ui.note(f"stopped by the {result.limit} limit")
-    return exit_code_of(result.exit_code, result.signal)
+        ui.stream(result.get("stdout") or "", "stdout")
+        ui.stream(result.get("stderr") or "", "stderr")
+        if result.get("limit"):
+            ui.note(f"stopped by the {result['limit']} limit")
+    return exit_code_of(result.get("exit_code"), result.get("signal"))

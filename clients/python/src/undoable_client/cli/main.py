@@ -1,13 +1,17 @@
 """`undoable`: the console script's entry point.
 
 Imports nothing heavy itself: plain `undoable exec` arguments run straight through
-exec_command (no typer, rich or httpx); everything else goes to the typer app (cli/app.py).
+exec_command (no typer, rich, httpx or dataclasses), the top-level `undoable --help` is printed
+from its stored text (cli/top_help.py), and everything else goes to the typer app (cli/app.py).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+
+TYPE_CHECKING = False  # typing itself is a cost on every start: imported by type checkers only
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 EXIT_FAILED = 1
 
@@ -33,6 +37,11 @@ def _dispatch() -> None:
             else:
                 sys.exit(exec_command.run_exec(code, plain.language, plain.timeout_s,
                                                plain.json_out))  # fmt: skip
+    elif args == ["--help"]:
+        from undoable_client.cli import top_help
+
+        if top_help.show():
+            return
     from undoable_client.cli.app import app
 
     app()
@@ -40,19 +49,22 @@ def _dispatch() -> None:
 
 def _guarded(work: Callable[[], None]) -> None:
     """`work`, with the errors people should read turned into messages and exit 1."""
-    from undoable_client.cli.config import UserError
-    from undoable_client.errors import ApiError
-
     try:
         work()
-    except (ApiError, UserError) as exc:
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:
+        # Loaded only now: a command that succeeds never needs them.
+        from undoable_client.cli.config import UserError
+        from undoable_client.errors import ApiError
+
+        if not isinstance(exc, ApiError | UserError):
+            raise
         from undoable_client.cli.ui import current_ui
 
         message = exc.message if isinstance(exc, ApiError) else str(exc)
         current_ui().error(message)
         sys.exit(EXIT_FAILED)
-    except KeyboardInterrupt:
-        sys.exit(130)
 
 
 def run() -> None:

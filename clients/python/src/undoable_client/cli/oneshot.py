@@ -4,7 +4,8 @@ A process that makes one call and exits pays for its imports every time, and htt
 of what `undoable exec` spent before its request. This speaks the same protocol as Client
 (undoable_client._protocol: the bodies, the errors, the retry decisions) over http.client, and
 verifies TLS with certifi's authorities as httpx does. With a proxy set in the environment the
-command uses Client instead (`proxied()`), which honours it.
+command uses Client instead (`proxied()`), which honours it. The answer stays JSON: the
+command prints it, so the models (dataclasses) are never loaded.
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any
 from urllib.parse import urlsplit
 
 from undoable_client import _protocol as protocol
 from undoable_client._protocol import Call, RetryPolicy
 from undoable_client.errors import ConnectionFailed
-from undoable_client.models import ExecResult
+
+TYPE_CHECKING = False  # typing itself is a cost on every start: imported by type checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 
@@ -34,10 +37,12 @@ class OneShot:
         self.timeout_s = timeout_s
         self.policy = RetryPolicy()
 
-    def exec(self, code: str, **options: Any) -> ExecResult:
+    def exec_json(self, code: str, **options: Any) -> dict[str, Any]:
+        """Client.exec's request; the answer as the server's JSON (ExecResult's fields)."""
         # A stateless exec that was refused or stopped left nothing behind: safe to repeat.
         call = Call.json("POST", "/exec", protocol.exec_body(code, **options), retry_safe=True)
-        return ExecResult.from_json(self.call_json(call))
+        answer: dict[str, Any] = self.call_json(call)
+        return answer
 
     def call_json(self, call: Call) -> Any:
         waited_s = 0.0

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import nullcontext
-from typing import Any
+
+TYPE_CHECKING = False  # typing itself is a cost on every start: imported by type checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Ui:

@@ -1,8 +1,8 @@
-"""Sessions under EXECUTOR_BACKEND=docker: each one is a container of the Docker policy, and no
+"""DockerBackend.open_session: each session is a container of the Docker policy, and no
 container the server started (warm pool or session) outlives the server.
 
-The REPL, files, quota and reply-cap behaviour is tests/executor/sessions/test_sessions.py, run
-against both backends; here: what only Docker has.
+The REPL, files, quota, reply-cap and workspace-probe behaviour is
+tests/executor/sessions/test_sessions.py, run against both backends; here: what only Docker has.
 """
 
 from __future__ import annotations
@@ -22,18 +22,16 @@ import docker
 import pytest
 
 from executor import quota
+from executor.backends.base import Backend, SessionDied
 from executor.backends.docker import backend as docker_backend
 from executor.backends.docker.backend import DockerBackend, owner_id
-from executor.errors import BackendUnavailable
+from executor.backends.docker.session_container import SESSION_LABEL, DockerSessionContainer
 from executor.limits import Limits
 from executor.policy.docker_args import container_create_kwargs
 from executor.policy.sandbox_policy import SANDBOX_UID as UID
 from executor.policy.sandbox_policy import SandboxPolicy
 from executor.sessions.config import SessionConfig
-from executor.sessions.docker import SESSION_LABEL, DockerSessionSandbox
 from executor.sessions.manager import SessionManager
-from executor.sessions.sandbox import SessionDied
-from executor.sessions.starters import DockerStarter
 from tests.prerequisites import REPO
 
 pytestmark = pytest.mark.docker
@@ -58,9 +56,9 @@ def root_dir() -> Iterator[str]:
 
 
 @pytest.fixture
-def manager(root_dir: str) -> Iterator[SessionManager]:
-    config = SessionConfig(rootfs="", root_dir=root_dir, limits=LIMITS, backend="docker")
-    manager = SessionManager(config)
+def manager(root_dir: str, docker_session_backend: Backend) -> Iterator[SessionManager]:
+    config = SessionConfig(root_dir=root_dir, limits=LIMITS)
+    manager = SessionManager(config, docker_session_backend)
     yield manager
     manager.shutdown()
 
@@ -124,8 +122,7 @@ if sys.argv[2] == "sabotage":
 limits = Limits(wall_time_s=60, memory_mib=96, max_pids=32)
 pool = DockerBackend(warm_pool_size=1, limits=limits, zygote=False)
 assert pool.wait_warm(timeout=60)
-config = SessionConfig(rootfs="", root_dir=sys.argv[1], limits=limits, backend="docker")
-manager = SessionManager(config)
+manager = SessionManager(SessionConfig(root_dir=sys.argv[1], limits=limits), pool)
 idle, busy = manager.create(), manager.create()
 threading.Thread(target=busy.exec, args=("import time; time.sleep(3600)",)).start()
 print(json.dumps({"pool": pool.warm_container_ids(), "sessions": [idle.id, busy.id]}), flush=True)
@@ -213,50 +210,11 @@ def test_sabotage_a_reaper_that_trusts_every_owner_leaves_the_dead_ones(engine, 
         engine.remove_container(container_id, force=True)
 
 
-@pytest.fixture
-def engine_sees_other_folders(monkeypatch, tmp_path) -> None:
-    """Stand-in for a remote engine, or a server in a container of its own: the engine binds
-    a folder of the same name from another filesystem (here: an empty folder of ours)."""
-    real = DockerSessionSandbox.start.__func__
-
-    def elsewhere(cls, backend, *, workdir, **options):
-        other = tmp_path / f"engine-{len(list(tmp_path.iterdir()))}"
-        other.mkdir()
-        os.chown(other, UID, UID)
-        return real(cls, backend, workdir=str(other), **options)
-
-    monkeypatch.setattr(DockerSessionSandbox, "start", classmethod(elsewhere))
-
-
-def test_a_manager_whose_engine_cannot_bind_its_folders_refuses_docker_sessions(
-    root_dir, engine_sees_other_folders
-):
-    config = SessionConfig(rootfs="", root_dir=root_dir, limits=LIMITS, backend="docker")
-    with pytest.raises(BackendUnavailable, match="bind this process's session folders"):
-        SessionManager(config)
-
-
-@pytest.mark.sabotage
-def test_sabotage_without_the_probe_a_session_misses_its_own_files(
-    root_dir, engine_sees_other_folders, monkeypatch
-):
-    monkeypatch.setattr(DockerStarter, "_check_workspaces", lambda self, root, limits: None)
-    config = SessionConfig(rootfs="", root_dir=root_dir, limits=LIMITS, backend="docker")
-    manager = SessionManager(config)
-    try:
-        session = manager.create()
-        session.write_file("data.txt", b"uploaded")
-        assert "FileNotFoundError" in session.exec("open('data.txt').read()").stderr
-    finally:
-        manager.shutdown()
-
-
-def started_with_lifetime(manager, tmp_path, lifetime_s: float) -> DockerSessionSandbox:
+def started_with_lifetime(manager, tmp_path, lifetime_s: float) -> DockerSessionContainer:
     workdir = tmp_path / "workspace"
     workdir.mkdir()
     os.chown(workdir, UID, UID)
-    sandbox = DockerSessionSandbox.start(
-        manager._starter.backend,
+    sandbox = manager.backend.open_session(
         session_id="lifetime",
         workdir=str(workdir),
         limits=LIMITS,

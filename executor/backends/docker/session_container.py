@@ -1,8 +1,8 @@
-"""A session's sandbox in a Docker container (EXECUTOR_BACKEND=docker).
+"""A session's sandbox in a Docker container (DockerBackend.open_session).
 
-The same supervisor as under bwrap (executor/policy/supervisor.py, same framing, same reply cap),
-run by the Docker supervisor in session mode (executor/backends/docker/driver.py), in a
-container built by the one Docker policy (executor/policy/docker_args.py): no network, read-only
+The same REPL driver as under bwrap (executor/backends/session_channel.py: same framing, same
+reply cap), run by the Docker supervisor in session mode (executor/backends/docker/driver.py), in
+a container built by the one Docker policy (executor/policy/docker_args.py): no network, read-only
 root, every capability dropped, memory and pids caps, the unprivileged uid, our seccomp filter
 on Docker's. The workspace is the host folder the manager prepared (quota tmpfs, host-side file
 API), bound at /workspace. The container ends when our attached socket closes, so it cannot
@@ -16,17 +16,16 @@ import json
 import select
 import socket
 import time
-from typing import Any
+from typing import Any, Protocol
 
-from executor.backends.docker.backend import DockerBackend
+from executor.backends import session_channel
 from executor.backends.docker.pool import SandboxContainer
 from executor.backends.docker.wire import DOCKER_STDOUT, DockerDemux
+from executor.backends.session_channel import SESSION_ENV, FramedChannel, SessionDied
 from executor.errors import SandboxFailed
 from executor.limits import Limits
 from executor.policy import wire
 from executor.policy.docker_args import session_rlimits
-from executor.sessions import sandbox as session_sandbox
-from executor.sessions.sandbox import SESSION_ENV, SessionChannel, SessionDied
 
 SESSION_LABEL = "undoable.session"
 # Marks the supervisor's stop facts among its stderr lines (serve_session in
@@ -36,11 +35,25 @@ FACTS_MARK = b"undoable-session-facts "
 MAX_DIAGNOSTICS = 16 * 1024
 
 
-class DockerSessionSandbox(SessionChannel):
+class _Engine(Protocol):
+    """What a session's container needs of the Docker backend that started it."""
+
+    def start_session(
+        self, *, workspace: str, limits: Limits, session: dict[str, Any], labels: dict[str, str]
+    ) -> SandboxContainer: ...
+
+    def inspect_state(self, container_id: str) -> dict[str, Any]: ...
+
+    def kill(self, container_id: str) -> None: ...
+
+    def remove(self, container_id: str) -> None: ...
+
+
+class DockerSessionContainer(FramedChannel):
     """A session's container, driven over its attached socket."""
 
     def __init__(
-        self, backend: DockerBackend, container: SandboxContainer, pid: int, max_reply: int
+        self, backend: _Engine, container: SandboxContainer, pid: int, max_reply: int
     ) -> None:
         super().__init__(max_reply)
         self.backend = backend
@@ -53,16 +66,16 @@ class DockerSessionSandbox(SessionChannel):
     @classmethod
     def start(
         cls,
-        backend: DockerBackend,
+        backend: _Engine,
         *,
         session_id: str,
         workdir: str,
         limits: Limits,
         lifetime_s: float,
-    ) -> DockerSessionSandbox:
+    ) -> DockerSessionContainer:
         config = {"rlimits": session_rlimits(limits), "max_output_bytes": limits.max_output_bytes}
         session = {
-            "driver": session_sandbox.driver_source(),
+            "driver": session_channel.driver_source(),
             "config": json.dumps(config),
             "env": SESSION_ENV,
             "lifetime_s": lifetime_s,
@@ -71,7 +84,7 @@ class DockerSessionSandbox(SessionChannel):
         container = backend.start_session(
             workspace=workdir, limits=limits, session=session, labels={SESSION_LABEL: session_id}
         )
-        sandbox = cls(backend, container, 0, session_sandbox.max_reply_bytes(limits))
+        sandbox = cls(backend, container, 0, session_channel.max_reply_bytes(limits))
         try:
             sandbox._pid = int(backend.inspect_state(container.id).get("Pid") or 0)
             ready = sandbox.receive(deadline=time.monotonic() + 30.0)

@@ -20,6 +20,7 @@ from hostile_kit import TEST_LIMITS
 
 import executor
 from executor import RunResult, RunSpec
+from executor.backends.base import Backend
 from executor.backends.docker.wire import DockerDemux, driver_frames, proposed_images
 from executor.errors import SandboxFailed
 from executor.limits import Limits
@@ -208,18 +209,13 @@ def hostile(kind: bytes, payload: bytes) -> str:
     return HOSTILE_CELL.format(frame=wire.frame(kind, payload))
 
 
-@pytest.fixture(params=["bwrap", pytest.param("docker", marks=pytest.mark.docker)])
-def manager(request: pytest.FixtureRequest) -> Iterator[SessionManager]:
+@pytest.fixture
+def manager(session_backend: Backend) -> Iterator[SessionManager]:
     # The sandbox's uid binds a workspace below this folder: its parents must be traversable.
     root = tempfile.mkdtemp(prefix="undoable-wire-")
     os.chmod(root, 0o711)
-    config = SessionConfig(
-        root_dir=os.path.join(root, "sessions"),
-        limits=LIMITS,
-        rootfs=str(ROOTFS),
-        backend=request.param,
-    )
-    manager = SessionManager(config)
+    config = SessionConfig(root_dir=os.path.join(root, "sessions"), limits=LIMITS)
+    manager = SessionManager(config, session_backend)
     yield manager
     manager.shutdown()
     shutil.rmtree(root, ignore_errors=True)

@@ -1,5 +1,6 @@
-"""What both backends' session sandboxes share: the REPL driver they start, its environment,
-and the reading of its replies (the driver's framing, capped on its header).
+"""What both backends' session sandboxes share: the supervisor they start (in its session
+mode), its environment, and the reading of its replies (executor/policy/wire.py's frames, capped
+on their header and shape-checked).
 
 Each backend's handle (executor/backends/bwrap/session.py, executor/backends/docker/
 session_container.py) derives from `FramedChannel` and supplies only its transport: how bytes are
@@ -10,14 +11,12 @@ sent and read, and how the sandbox is ended. The session manager sees the
 from __future__ import annotations
 
 import abc
-import json
 import time
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 from executor.backends.base import ReplyTooLarge, SessionDied
 from executor.limits import Limits
+from executor.policy import wire
 
 __all__ = [
     "SESSION_ENV",
@@ -55,21 +54,21 @@ def max_reply_bytes(limits: Limits) -> int:
     return 2 * 6 * limits.max_output_bytes + REPLY_MARGIN_BYTES
 
 
-@cache
 def driver_source() -> str:
-    """The REPL driver both backends run in the sandbox: a file of in-sandbox code, read, never
-    imported here."""
-    return (Path(__file__).parents[1] / "sessions" / "driver.py").read_text()
+    """The program both backends run in a session's sandbox: the one in-sandbox supervisor
+    (executor/policy/supervisor.py), read, never imported here, serving cells."""
+    return wire.supervisor_source()
 
 
 class FramedChannel(abc.ABC):
     """A running session sandbox, whichever backend holds it: send a command, read its reply
-    (the driver's framing, capped on its header); `kill()` ends it for good. Implements the
-    SessionChannel protocol (executor/backends/base.py)."""
+    (wire.py's frames, capped on their header, shape-checked); `kill()` ends it for good.
+    Implements the SessionChannel protocol (executor/backends/base.py)."""
 
     def __init__(self, max_reply: int) -> None:
         self.max_reply = max_reply
-        self._buf = bytearray()
+        # Until the supervisor's ready frame, nothing else; after it, cell replies only.
+        self._frames = wire.FrameReader({b"r": 0})
 
     @property
     @abc.abstractmethod
@@ -102,24 +101,29 @@ class FramedChannel(abc.ABC):
         """Reply bytes; b"" once the sandbox has ended, None if `timeout` passed first."""
 
     def receive(self, *, deadline: float) -> dict[str, Any]:
-        """The next reply, or SessionDied if the sandbox ends or `deadline` passes first."""
+        """The next reply ({"ready": True} first), or SessionDied if the sandbox ends, sends
+        what the wire format refuses (wire.py; ReplyTooLarge past the cap, on the header) or
+        `deadline` passes first."""
+        data: bytes | None = b""
         while True:
-            if len(self._buf) >= 8:
-                size = int.from_bytes(self._buf[:8], "big")
-                if size > self.max_reply:  # checked on the header, before reading the body
-                    raise ReplyTooLarge(
-                        f"the session's reply was larger than {self.max_reply} bytes"
-                    )
-                if len(self._buf) >= 8 + size:
-                    body = bytes(self._buf[8 : 8 + size])
-                    del self._buf[: 8 + size]
-                    reply: dict[str, Any] = json.loads(body)
-                    return reply
+            try:
+                for kind, body in self._frames.feed(data or b""):
+                    return self._reply(kind, body)
+            except wire.FrameTooLarge as exc:
+                raise ReplyTooLarge(
+                    f"the session's reply was larger than {self.max_reply} bytes ({exc})"
+                ) from exc
+            except wire.WireError as exc:
+                raise SessionDied(str(exc)) from exc
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise SessionDied("no reply before the deadline")
             data = self._read_some(remaining)
             if data == b"":
                 raise SessionDied("the session sandbox exited")
-            if data:
-                self._buf += data
+
+    def _reply(self, kind: bytes, body: bytes) -> dict[str, Any]:
+        if kind == b"r":
+            self._frames.caps = {b"c": self.max_reply}
+            return {"ready": True}
+        return wire.parse_json(kind, body, wire.CELL_REPLY)

@@ -17,6 +17,7 @@ from executor.errors import InvalidSpec
 from executor.limits import Limits
 from executor.linux.loop import Outcome, RunLoop
 from executor.linux.pool import Reaper, Sandbox
+from executor.policy import wire
 from executor.policy.sandbox_policy import SandboxPolicy, program_env
 from executor.result import SUPERVISOR_LOST, OutputCallback, RunResult
 from executor.spec import RunSpec
@@ -102,6 +103,8 @@ def _supervisor_lost(pump: OutputPump, outcome: Outcome) -> RunResult:
     the program did to it, or bwrap's own failure, whose complaint shares the stderr pipe)."""
     tail = pump.stderr[-500:]
     logger.warning("a sandbox's supervisor ended without a status", extra={"tail": tail})
+    if outcome.refused is not None:
+        pump.host_line(f"The host refused the sandbox's status: {outcome.refused}.")
     pump.host_line(SUPERVISOR_LOST)
     return RunResult(
         exit_code=None,
@@ -128,6 +131,5 @@ def _job(spec: RunSpec, limits: Limits, *, memory_cgroup: bool) -> _Job:
         "files": dict(spec.files),
         "rlimits": SandboxPolicy.of(limits).rlimits(memory_cgroup=memory_cgroup),
     }
-    # marshal: the driver must not import json (see executor/policy/driver.py).
-    body = marshal.dumps(message)
-    return _Job(payload=len(body).to_bytes(8, "big") + body, stdin=spec.stdin)
+    # marshal: the driver must not import json (see executor/policy/supervisor.py).
+    return _Job(payload=wire.frame(b"j", marshal.dumps(message)), stdin=spec.stdin)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import selectors
 import signal
@@ -22,10 +23,13 @@ import time
 from dataclasses import dataclass
 
 from executor.cancel import CancelToken
-from executor.images import Candidate, ImageSet, accept
+from executor.images import ImageSet
 from executor.linux.pool import Sandbox
+from executor.policy import wire
 from executor.policy.bwrap_args import IMAGE_CAPS
 from executor.streaming import OutputPump
+
+logger = logging.getLogger(__name__)
 
 # After SIGKILL, how long we keep draining pipes before giving up on them.
 _DRAIN_S = 5.0
@@ -43,6 +47,8 @@ class Outcome:
     # When the wall timer fired: how long the program had been running or runnable.
     runnable_s: float | None = None
     images: ImageSet = ImageSet()
+    # Why the supervisor's status stream was refused (executor/policy/wire.py), if it was.
+    refused: str | None = None
 
 
 class RunLoop:
@@ -133,6 +139,7 @@ class RunLoop:
             self.cpu_s,
             self.runnable_s,
             self._status.images(),
+            self._status.error,
         )
 
     def _drain(self, sel: selectors.BaseSelector) -> None:
@@ -200,76 +207,44 @@ class RunLoop:
 
 
 class StatusReader:
-    """The supervisor's status pipe: the output folder's entries it proposes (`img` headers,
-    each followed by that many raw bytes, then `more N`), then `exit STATUS CPU_US`.
+    """The supervisor's status pipe, in wire.py's frames: the output folder's entries it
+    proposes (b"i", b"d", b"m"), then the program's status (b"s": wait status, CPU time).
 
-    What it buffers is bounded by IMAGE_CAPS whatever arrives; a header past them ends the
-    reading, so the run has no status and fails as a broken sandbox.
+    What it buffers is bounded by the frame caps and IMAGE_CAPS whatever arrives; a frame the
+    wire format refuses ends the reading, so the run has no status and fails as a broken
+    sandbox (`error` says why).
     """
 
     def __init__(self) -> None:
-        self._buf = bytearray()
-        self._want = 0  # raw bytes still owed to the last image header
-        self._candidates: list[Candidate] = []
-        self._more = 0
-        self._broken = False
+        caps = {b"r": 0, b"s": wire.SMALL_FRAME, **wire.IMAGE_FRAME_CAPS}
+        self._frames = wire.FrameReader(caps)
+        self._proposed = wire.ProposedImages(IMAGE_CAPS)
+        self.error: str | None = None
 
     def feed(self, data: bytes) -> tuple[int, float | None] | None:
-        """Take what arrived; the program's (wait status, CPU seconds) once its line is in."""
-        if self._broken:
+        """Take what arrived; the program's (wait status, CPU seconds) once its frame is in."""
+        if self.error is not None:
             return None
-        self._buf += data
-        while True:
-            if self._want:
-                if len(self._buf) < self._want:
-                    return None
-                last = self._candidates[-1]
-                body = bytes(self._buf[: self._want])
-                self._candidates[-1] = Candidate(last.name, last.size, body, last.regular)
-                del self._buf[: self._want]
-                self._want = 0
-            end = self._buf.find(b"\n")
-            if end < 0:
-                if len(self._buf) > 4096:  # no header is this long
-                    self._broken = True
-                return None
-            line = bytes(self._buf[:end])
-            del self._buf[: end + 1]
-            if line.startswith(b"exit "):
-                status, _, cpu_us = line[5:].partition(b" ")
-                return int(status), (int(cpu_us) / 1_000_000 if cpu_us else None)
-            if not self._header(line):
-                self._broken = True
-                return None
-
-    def _header(self, line: bytes) -> bool:
-        if line == b"ready":  # a cold sandbox's, when nobody waited for it before the job
-            return True
-        parts = line.split(b" ")
         try:
-            if parts[0] == b"more" and len(parts) == 2:
-                self._more = int(parts[1])
-                return True
-            kind, size, sent, hexname = parts[1:]
-            name = os.fsdecode(bytes.fromhex(hexname.decode("ascii")))
-            size_n, sent_n = int(size), int(sent)
-        except (ValueError, IndexError, UnicodeDecodeError):
-            return False
-        if parts[0] != b"img" or len(self._candidates) >= IMAGE_CAPS.max_count:
-            return False
-        if not 0 <= sent_n <= IMAGE_CAPS.max_image_bytes:
-            return False
-        regular = kind == b"f"
-        unread = not regular or size_n > IMAGE_CAPS.max_image_bytes
-        self._candidates.append(Candidate(name, size_n, None if unread else b"", regular))
-        self._want = sent_n
-        return True
+            for kind, body in self._frames.feed(data):
+                if kind == b"s":
+                    status = wire.parse_json(kind, body, wire.RUN_STATUS)
+                    return status["wait_status"], status["cpu_us"] / 1_000_000
+                if kind != b"r":  # a cold sandbox's ready, when nobody waited for it
+                    self._proposed.feed(kind, body)
+        except wire.WireError as exc:
+            self.error = str(exc)
+            logger.warning("a sandbox's status stream was refused: %s", exc)
+        return None
 
     def images(self) -> ImageSet:
         """The host's decision on what was proposed (nothing, if the reading broke)."""
-        if self._broken:
+        if self.error is not None:
             return ImageSet()
-        return accept(self._candidates, more=self._more, caps=IMAGE_CAPS)
+        try:
+            return self._proposed.images()
+        except wire.WireError:
+            return ImageSet()
 
 
 class _Waker:

@@ -1,7 +1,7 @@
 """Started bwrap sandboxes, the warm pool that keeps a few waiting for their one job, and the
 reaper that destroys them after it.
 
-A `Sandbox` is one bwrap process tree whose in-sandbox driver (executor/policy/driver.py) has
+A `Sandbox` is one bwrap process tree whose in-sandbox driver (executor/policy/supervisor.py) has
 a python3 interpreter up and is blocked on its job pipe. A cold run starts one and sends the
 job at once; the warm pool starts them ahead of time so a run only pays for a fork. Every
 sandbox runs exactly one job and is then destroyed: nothing carries over between runs. The
@@ -26,6 +26,7 @@ from executor.linux import fdwait
 from executor.linux.cgroups import SandboxCgroup
 from executor.linux.kernel_files import nspid
 from executor.linux.spawn import spawn_sandbox
+from executor.policy import wire
 from executor.policy.bwrap_args import bwrap_argv, driver_payload
 from executor.policy.mounts import Mount
 from executor.policy.sandbox_policy import SandboxPolicy
@@ -101,10 +102,12 @@ class Sandbox:
     def wait_ready(self, timeout_s: float) -> None:
         """Block until the driver is up and waiting for its job; SandboxFailed otherwise."""
         try:
-            line = (
-                os.read(self.status_r, 6) if fdwait.wait_readable(self.status_r, timeout_s) else b""
+            first = (
+                os.read(self.status_r, len(wire.READY))
+                if fdwait.wait_readable(self.status_r, timeout_s)
+                else b""
             )
-            if line != b"ready\n":
+            if first != wire.READY:
                 detail = self.failure_detail()
                 raise SandboxFailed(f"sandbox did not start: {detail or 'no ready signal'}")
         except BaseException:

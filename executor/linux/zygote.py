@@ -36,6 +36,7 @@ from executor.linux.cgroup_stock import CgroupStock
 from executor.linux.cgroups import SandboxCgroup
 from executor.linux.kernel_files import nspid, write_text
 from executor.linux.pool import Sandbox
+from executor.policy import wire
 from executor.policy.bwrap_args import (
     HARD_KILL_GRACE_S,
     IMAGE_CAPS,
@@ -79,7 +80,7 @@ def _read(fd, size):
         data += part
     return data
 _fd = int(sys.argv[1])
-_payload = marshal.loads(_read(_fd, int.from_bytes(_read(_fd, 8), "big")))
+_payload = marshal.loads(_read(_fd, int.from_bytes(_read(_fd, 5)[1:], "big")))
 os.close(_fd)
 _zygote = type(sys)("undoable_zygote")
 exec(compile(_payload["zygote"], "zygote_child.py", "exec"), _zygote.__dict__)
@@ -114,8 +115,7 @@ def payload_body(**extra: object) -> bytes:
 
 
 def _payload() -> bytes:
-    body = payload_body()
-    return len(body).to_bytes(8, "big") + body
+    return wire.frame(b"z", payload_body())
 
 
 class _Pipes:

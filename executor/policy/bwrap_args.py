@@ -20,6 +20,7 @@ from pathlib import Path
 from executor.errors import InvalidLimits, InvalidSpec
 from executor.images import ImageCaps
 from executor.limits import Limits
+from executor.policy import wire
 from executor.policy.mounts import bwrap_mount_args
 from executor.policy.sandbox_policy import WORKDIR, SandboxPolicy, program_env
 
@@ -42,8 +43,9 @@ class SandboxFds:
 
 @cache
 def driver_source() -> str:
-    """The in-sandbox supervisor's source (executor/policy/driver.py)."""
-    return (Path(__file__).with_name("driver.py")).read_text()
+    """The in-sandbox supervisor's source (executor/policy/supervisor.py): stateless runs and
+    session cells alike."""
+    return wire.supervisor_source()
 
 
 # What python3 -c runs in the sandbox: read the supervisor from the job fd and run it. The
@@ -58,24 +60,24 @@ def _read(size, data=b""):
             os._exit(125)
         data += part
     return data
-_driver = _read(int.from_bytes(_read(8), "big"))
-exec(marshal.loads(_driver[1:]) if _driver[:1] == b"M" else _driver[1:].decode())
+_head = _read(5)
+_driver = _read(int.from_bytes(_head[1:], "big"))
+exec(marshal.loads(_driver) if _head[:1] == b"M" else _driver.decode())
 """
 
 
 @cache
 def driver_payload(rootfs: str) -> bytes:
-    """What the host writes on a new sandbox's job fd first: length, kind, the supervisor.
+    """What the host writes on a new sandbox's job fd first: the supervisor, in one frame of
+    executor/policy/wire.py.
 
     Kind b"M": the code object, marshalled, when the rootfs's Python has our bytecode magic
     number (same minor version); else b"S": the source, compiled in the sandbox.
     """
     source = driver_source()
     if _rootfs_bytecode_magic(rootfs) == importlib.util.MAGIC_NUMBER:
-        body = b"M" + marshal.dumps(compile(source, "<string>", "exec"))
-    else:
-        body = b"S" + source.encode()
-    return len(body).to_bytes(8, "big") + body
+        return wire.frame(b"M", marshal.dumps(compile(source, "<string>", "exec")))
+    return wire.frame(b"S", source.encode())
 
 
 def _rootfs_bytecode_magic(rootfs: str) -> bytes:

@@ -12,9 +12,9 @@ and /dev/shm and a fresh /proc, forbids further user namespaces, asks the host t
 the run's cgroups (the kernel tells the host its pid: SCM_CREDENTIALS) and waits for "go";
 then unshares a cgroup namespace, starts a new session, drops every capability, sets
 no_new_privs, loads the same seccomp BPF every bwrap sandbox runs under, and becomes the
-supervisor of executor/policy/driver.py.
+supervisor of executor/policy/supervisor.py.
 
-Like driver.py this file is sent as source and never imported by the host.
+Like supervisor.py this file is sent as source and never imported by the host.
 """
 
 import ctypes
@@ -459,7 +459,7 @@ def start(payload, control_fd):
     os.environ.clear()
     os.environ.update(payload["env"])
     driver = type(sys)("undoable_driver")
-    exec(compile(payload["driver"], "driver.py", "exec"), driver.__dict__)  # noqa: S102
+    exec(compile(payload["driver"], "supervisor.py", "exec"), driver.__dict__)  # noqa: S102
     driver.__dict__["PRESET_ENV"] = payload["env"]
     loaded = set(sys.modules)
     for name in PRELOAD:

@@ -1,6 +1,6 @@
 """Checks that a program's exit finalizes what a normal interpreter exit does: objects left in
 reference cycles have their `__del__` run. The zygote's driver ends a program without the
-interpreter's own shutdown (executor/policy/driver.py, `_fast_exit`). test_hostile_allow.py
+interpreter's own shutdown (executor/policy/supervisor.py, `_fast_exit`). test_hostile_allow.py
 runs it on every backend, and the zygote tests with the collection weakened (sabotage).
 
 The finalizer is the program's own: a buffered file in a cycle is no witness, since CPython

@@ -26,6 +26,7 @@ from executor.limits import Limits
 from executor.linux import fdwait
 from executor.linux.cgroups import SandboxCgroup
 from executor.linux.spawn import spawn_sandbox
+from executor.policy import wire
 from executor.policy.bwrap_args import SandboxFds, bwrap_argv
 from executor.policy.sandbox_policy import SandboxPolicy
 
@@ -128,8 +129,7 @@ class BwrapSession(FramedChannel):
         return bool(cgroup and cgroup.oom_killed()), bool(cgroup and cgroup.pids_max_hit())
 
     def send(self, message: dict[str, Any]) -> None:
-        body = json.dumps(message).encode()
-        view = memoryview(len(body).to_bytes(8, "big") + body)
+        view = memoryview(wire.json_frame(b"c", message))
         try:
             while view:
                 view = view[os.write(self.cmd_w, view) :]

@@ -36,6 +36,7 @@ from executor.cancel import CancelToken
 from executor.errors import BackendUnavailable, InvalidSpec, SandboxFailed
 from executor.limits import Limits
 from executor.linux.uids import SANDBOX_UID
+from executor.policy import wire
 from executor.policy.docker_args import (
     SANDBOX_LABEL,
     check_network,
@@ -335,7 +336,9 @@ class DockerBackend:
         # The shared seccomp deny list (executor/policy/seccomp.py), stacked by the supervisor
         # on Docker's default profile before the program's interpreter starts.
         bpf = base64.b64encode(seccomp_bpf()).decode()
-        command = ["python3", "-I", "-S", "-c", DRIVER_SOURCE, bpf]
+        # Its second argument is the program's (and a session's cells') supervisor, the same
+        # one a bwrap sandbox runs (executor/policy/supervisor.py).
+        command = ["python3", "-I", "-S", "-c", DRIVER_SOURCE, bpf, wire.supervisor_source()]
         if session is not None:
             command.append(json.dumps(session))
         policy = SandboxPolicy.of(limits, workspace=None if workspace is None else Path(workspace))

@@ -1,13 +1,17 @@
 """The supervisor that runs as PID 1 inside every Docker sandbox (stdlib only, Python 3.11).
 
-Its source is passed to the container as `python3 -I -S -c <this file> <seccomp BPF, base64>`,
-so the image needs nothing of ours. Before it reports ready it starts the program's process:
-a `python3 -u` (under the stacked seccomp filter, as the sandbox user's environment) that waits
-for its job on fd 3, so a run does not pay for an interpreter start. Then it waits for exactly
-one run message on stdin (4-byte big-endian length + JSON), writes the files, hands the job to
-the program's process, copies its stdout/stderr to our stdout as frames (1-byte kind, 4-byte
-length, payload), proposes the output folder's entries once every process of the run is dead
-(the host decides what of them is shown, executor/images.py) and ends with one status frame.
+The container's transport layer around the one in-sandbox supervisor (executor/policy/
+supervisor.py): Docker gives a container one stdin and one multiplexed stdout/stderr, and no
+launcher of ours holds its wall limit, so this PID 1 does. Its source is passed to the container
+as `python3 -I -S -c <this file> <seccomp BPF, base64> <supervisor source>`, so the image needs
+nothing of ours. Before it reports ready it starts the program's process: the supervisor's
+program role under `python3 -u` (under the stacked seccomp filter, as the sandbox user's
+environment) that waits for its job on fd 3, so a run does not pay for an interpreter start.
+Then it waits for exactly one run message on stdin (a b"j" frame of executor/policy/wire.py,
+JSON), writes the files, hands the job to the program's process (a b"j" frame, marshal), copies
+its stdout/stderr to our stdout as frames (1-byte kind, 4-byte length, payload), proposes the
+output folder's entries once every process of the run is dead (the host decides what of them is
+shown, executor/images.py) and ends with one status frame.
 
 Why PID 1 and not docker-init: the init of a PID namespace ignores signals from inside it that
 it has no handler for, and `kill(-1)` skips it, so a hostile program (`kill -9 -1`, `kill -9 1`)
@@ -17,12 +21,13 @@ from a signalfd with SIGCHLD blocked (a spoofed SIGCHLD costs it one look for ch
 It makes itself non-dumpable so the same-uid program cannot ptrace it or read its /proc entries.
 It enforces the wall limit itself, so the limit holds even if the host process dies.
 
-Session mode (a third argument, JSON): the program's process is the session's REPL driver
-(executor/sessions/driver.py, given as source) on fds 3 and 4 instead; after the ready frame this
-supervisor relays the host's stdin to fd 3 and fd 4 to its stdout, byte for byte (the driver's
-own framing), and ends the container when the host's socket closes (also mid-cell: a SIGKILLed
-server leaves nothing behind), when the driver ends, or at the session's lifetime. Its last
-words, on its stderr where no cell can write, are the stop facts (OOM kill, pids cap hit).
+Session mode (a third argument, JSON): the program's process is the one in-sandbox supervisor
+(executor/policy/supervisor.py, its source in the session's JSON) serving cells on fds 3 and 4
+instead; after the ready frame this supervisor relays the host's stdin to fd 3 and fd 4 to its
+stdout, byte for byte (wire.py's frames, checked by the host), and ends the container when the
+host's socket closes (also mid-cell: a SIGKILLed server leaves nothing behind), when the cells'
+supervisor ends, or at the session's lifetime. Its last words, on its stderr where no cell can
+write, are the stop facts (OOM kill, pids cap hit).
 """
 
 import base64
@@ -30,6 +35,7 @@ import contextlib
 import ctypes
 import fcntl
 import json
+import marshal
 import os
 import selectors
 import signal
@@ -59,69 +65,11 @@ SECCOMP_MODE_FILTER = 2
 SFD_NONBLOCK = 0o4000
 SFD_CLOEXEC = 0o2000000
 
-# The program's process: `python3 -u -c PROGRAM`. It says it is up on fd 4, reads its job on
-# fd 3, then becomes the program: bash via exec, Python in this very interpreter, in a fresh
-# __main__, so that it behaves like `python3 -u -c CODE` (tracebacks without this frame).
-PROGRAM = """
-import json, os, resource, signal, sys
-os.write(4, b"r")
-os.close(4)
-with os.fdopen(3, "rb") as job_pipe:
-    job = json.loads(job_pipe.read())
-for name, value in job["rlimits"].items():
-    resource.setrlimit(getattr(resource, name), (value, value + (name == "RLIMIT_CPU")))
-os.environ.clear()
-os.environ.update(job["env"])
-if job["language"] == "bash":
-    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
-        signal.signal(sig, signal.SIG_DFL)
-    os.execvpe("bash", ["bash", "-c", job["code"]], job["env"])
-import ast, builtins, types
-main = types.ModuleType("__main__")
-main.__builtins__ = builtins
-sys.modules["__main__"] = main
-sys.argv = ["-c"]
-OUTPUT = "/workspace/output"
-
-def report(exc):
-    exc.__traceback__ = exc.__traceback__.tb_next
-    try:
-        sys.excepthook(type(exc), exc, exc.__traceback__)
-    except BaseException:
-        sys.__excepthook__(type(exc), exc, exc.__traceback__)
-
-def save_figures():
-    # Figures left open are saved like Jupyter's inline backend shows them (before atexit,
-    # where pyplot destroys them); only a program that imported pyplot pays for it.
-    pyplot = sys.modules.get("matplotlib.pyplot")
-    if pyplot is None:
-        return
-    os.makedirs(OUTPUT, exist_ok=True)
-    for number in pyplot.get_fignums():
-        pyplot.figure(number).savefig(f"{OUTPUT}/figure-{number}.png")
-    pyplot.close("all")
-
-ending = None
-try:
-    if job["interpreter_mode"]:
-        # compile() itself, not ast.parse(): a syntax error then shows no frame of ours.
-        for node in compile(job["code"], "<string>", "exec", ast.PyCF_ONLY_AST).body:
-            exec(compile(ast.Interactive([node]), "<string>", "single"), main.__dict__)
-    else:
-        exec(compile(job["code"], "<string>", "exec"), main.__dict__)
-except SystemExit as exc:
-    ending = exc
-except BaseException as exc:
-    report(exc)
-    ending = SystemExit(1)
-try:
-    save_figures()
-except BaseException as exc:
-    report(exc)
-    ending = ending if ending is not None and ending.code not in (None, 0) else SystemExit(1)
-if ending is not None:
-    raise ending
-"""
+# The program's process is the one in-sandbox supervisor's (executor/policy/supervisor.py, its
+# source the second argument): `python3 -u -c SUPERVISOR 3 4` says it is up on fd 4, reads its
+# job (a b"j" frame, marshal) on fd 3, then becomes the program, as in a bwrap sandbox.
+PROGRAM_JOB_FD, PROGRAM_READY_FD = 3, 4
+READY_FRAME = b"r" + bytes(4)
 
 
 def emit(kind, payload):
@@ -135,8 +83,10 @@ def read_message():
     ready.register(0, selectors.EVENT_READ)
     if not ready.select(IDLE_EXIT_S):
         sys.exit(0)
-    header = read_exact(4)
-    return json.loads(read_exact(struct.unpack(">I", header)[0]))
+    kind, size = struct.unpack(">cI", read_exact(5))
+    if kind != b"j":
+        sys.exit(f"sandbox: expected a job frame, got {kind!r}")
+    return json.loads(read_exact(size))
 
 
 def read_exact(size):
@@ -213,9 +163,9 @@ def child_exits_fd():
 
 
 class Program:
-    """The program's process, started before the job exists; see PROGRAM."""
+    """The program's process (the supervisor's program role), started before the job exists."""
 
-    def __init__(self, seccomp_bpf):
+    def __init__(self, seccomp_bpf, supervisor):
         stdin_r, self.stdin_w = os.pipe()
         self.out_r, out_w = os.pipe()
         self.err_r, err_w = os.pipe()
@@ -224,34 +174,40 @@ class Program:
         self.pid = os.fork()
         if self.pid == 0:
             child_fds = ((0, stdin_r), (1, out_w), (2, err_w), (3, job_r), (4, up_w))
-            become_program(seccomp_bpf, child_fds)
+            argv = ("python3", "-u", "-c", supervisor, str(PROGRAM_JOB_FD), str(PROGRAM_READY_FD))
+            become_program(seccomp_bpf, child_fds, argv)
         for fd in (stdin_r, out_w, err_w, job_r, up_w):
             os.close(fd)
-        up = os.read(up_r, 1)
+        up = read_up_to(up_r, len(READY_FRAME))
         os.close(up_r)
-        if up != b"r":
+        if up != READY_FRAME:
             sys.exit("sandbox: the program's interpreter did not start")
 
     def send_job(self, msg):
         cpu = max(1, int(msg["cpu_time_s"] + 0.999))
+        limits = {
+            "RLIMIT_CPU": cpu,
+            "RLIMIT_FSIZE": msg["max_file_size_bytes"],
+            "RLIMIT_NOFILE": msg["max_open_files"],
+            "RLIMIT_CORE": 0,
+        }
         job = {
             "language": msg["language"],
             "code": msg["code"],
             "interpreter_mode": msg["interpreter_mode"],
             "env": dict(BASE_ENV, **msg["env"]),
-            "rlimits": {
-                "RLIMIT_CPU": cpu,
-                "RLIMIT_FSIZE": msg["max_file_size_bytes"],
-                "RLIMIT_NOFILE": msg["max_open_files"],
-                "RLIMIT_CORE": 0,
-            },
+            "files": {},  # written by this supervisor already
+            # The soft CPU limit sends SIGXCPU; the hard one, a second later, SIGKILL.
+            "rlimits": {name: (n, n + (name == "RLIMIT_CPU")) for name, n in limits.items()},
         }
+        # marshal, as a bwrap sandbox's host sends it: the same interpreter reads it.
+        body = marshal.dumps(job)
         # If it died already, its status will say so.
         with contextlib.suppress(BrokenPipeError), os.fdopen(self.job_w, "wb") as pipe:
-            pipe.write(json.dumps(job).encode())
+            pipe.write(b"j" + struct.pack(">I", len(body)) + body)
 
 
-def become_program(seccomp_bpf, child_fds, argv=("python3", "-u", "-c", PROGRAM), env=BASE_ENV):
+def become_program(seccomp_bpf, child_fds, argv, env=BASE_ENV):
     err = child_fds[2][1]
     try:  # never returns to the supervisor's code
         ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # our own /proc files again
@@ -478,6 +434,7 @@ def serve_session(seccomp_bpf, session):
     if pid == 0:
         # stderr stays ours until the driver points it at /dev/null: a start failure is told.
         child_fds = ((0, null), (1, null), (2, 2), (3, cmd_r), (4, reply_w))
+        # The session's own copy of the supervisor's source (sessions/sandbox.driver_source).
         argv = ("python3", "-c", session["driver"], "3", "4", session["config"])
         become_program(seccomp_bpf, child_fds, argv, dict(BASE_ENV, **session["env"]))
     for fd in (cmd_r, reply_w, null):
@@ -539,10 +496,11 @@ def main():
     # the interpreter installs, would let the program interrupt us (KeyboardInterrupt), so it
     # goes (SIGCHLD: child_exits_fd). The program's interpreter installs its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if len(sys.argv) > 2:
-        serve_session(base64.b64decode(sys.argv[1]), json.loads(sys.argv[2]))
+    seccomp_bpf, supervisor = base64.b64decode(sys.argv[1]), sys.argv[2]
+    if len(sys.argv) > 3:
+        serve_session(seccomp_bpf, json.loads(sys.argv[3]))
         return
-    program = Program(base64.b64decode(sys.argv[1]))
+    program = Program(seccomp_bpf, supervisor)
     emit(b"r", b"")  # warm: the host may hand this container out now
     msg = read_message()
     os.chdir(WORKDIR)

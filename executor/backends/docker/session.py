@@ -6,23 +6,22 @@ this side adds a wall-time backstop, cancellation, and an output cap of its own.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from executor.backends.docker.pool import SandboxContainer
 from executor.backends.docker.wire import (
     DOCKER_STDOUT,
-    IMAGE_FRAMES,
     DockerDemux,
-    DriverFrames,
-    ProposedImages,
+    driver_frames,
+    proposed_images,
 )
 from executor.cancel import CancelToken
 from executor.errors import SandboxFailed
 from executor.limits import Limits
+from executor.policy import wire
 from executor.result import SUPERVISOR_LOST, OutputCallback, RunResult
 from executor.stops import StopFacts, limit_that_stopped
 from executor.streaming import OutputPump
@@ -60,7 +59,7 @@ class DockerSession:
         self.killed_for: str | None = None
         self.status: dict[str, Any] | None = None
         self.driver_stderr = bytearray()
-        self.proposed = ProposedImages()
+        self.proposed = proposed_images()
         self._done = threading.Event()
 
     def run(self, message: bytes) -> RunResult:
@@ -83,7 +82,7 @@ class DockerSession:
         self.backend.kill(self.container.id)
 
     def _read(self, deadline: float) -> None:
-        demux, frames = DockerDemux(), DriverFrames()
+        demux, frames = DockerDemux(), driver_frames()
         sock = self.container.sock
         while self.status is None:
             left = deadline - time.monotonic()
@@ -100,12 +99,12 @@ class DockerSession:
                     self.driver_stderr += payload[: MAX_DRIVER_STDERR - len(self.driver_stderr)]
                     continue
                 for kind, body in frames.feed(payload):
-                    self._frame(cast(bytes, kind), body)
+                    self._frame(kind, body)
 
     def _frame(self, kind: bytes, body: bytes) -> None:
         if kind == b"s":
-            self.status = json.loads(body)
-        elif kind in IMAGE_FRAMES:
+            self.status = wire.parse_json(kind, body, wire.CONTAINER_STATUS)
+        elif kind in wire.IMAGE_FRAMES:
             self.proposed.feed(kind, body)
         elif not self.pump.feed("stdout" if kind == b"o" else "stderr", body):
             self._kill("truncated")  # the supervisor caps output too; this is the backstop

@@ -24,6 +24,7 @@ from executor.backends.docker.wire import DOCKER_STDOUT, DockerDemux
 from executor.backends.session_channel import SESSION_ENV, FramedChannel, SessionDied
 from executor.errors import SandboxFailed
 from executor.limits import Limits
+from executor.policy import wire
 from executor.policy.docker_args import session_rlimits
 
 SESSION_LABEL = "undoable.session"
@@ -108,9 +109,8 @@ class DockerSessionContainer(FramedChannel):
         return not self._ended and not _hung_up(self.container.sock)
 
     def send(self, message: dict[str, Any]) -> None:
-        body = json.dumps(message).encode()
         try:
-            self.container.sock.sendall(len(body).to_bytes(8, "big") + body)
+            self.container.sock.sendall(wire.json_frame(b"c", message))
         except OSError as exc:
             raise SessionDied(f"the session sandbox is gone ({exc.strerror})") from exc
 

@@ -144,16 +144,19 @@ def test_the_driver_source_is_valid_python():
 def test_the_driver_travels_compiled_to_a_rootfs_with_our_python():
     real_rootfs = str(REAL_ROOTFS)
     payload = driver_payload(real_rootfs)
-    body = payload[8:]
-    assert int.from_bytes(payload[:8], "big") == len(body)
-    assert body[:1] == b"M"
-    assert marshal.loads(body[1:]).co_filename == "<string>"
+    body = payload[5:]
+    assert int.from_bytes(payload[1:5], "big") == len(body)
+    assert payload[:1] == b"M"
+    assert marshal.loads(body).co_filename == "<string>"
 
 
 def test_the_driver_travels_as_source_to_a_rootfs_with_another_python(tmp_path):
     # No compiled stdlib of our version: our bytecode might not load there.
     payload = driver_payload(str(tmp_path))
-    assert payload[8:] == b"S" + driver_source().encode()
+    assert (
+        payload
+        == b"S" + len(driver_source().encode()).to_bytes(4, "big") + driver_source().encode()
+    )
 
 
 def test_the_command_line_carries_a_bootstrap_reading_the_job_fd_not_the_driver():

@@ -7,14 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from executor.backends.docker.wire import (
-    IMAGE_CAPS,
-    DockerDemux,
-    DriverFrames,
-    ProposedImages,
-    encode_message,
-)
-from executor.errors import InvalidLimits, InvalidSpec, SandboxFailed
+from executor.backends.docker.wire import IMAGE_CAPS, encode_message
+from executor.errors import InvalidLimits, InvalidSpec
 from executor.limits import Limits
 from executor.policy.docker_args import container_create_kwargs, pool_key
 from executor.policy.sandbox_policy import SandboxPolicy
@@ -157,81 +151,20 @@ def test_per_run_limits_share_a_pool_but_creation_limits_do_not():
 def test_the_run_message_carries_the_environment_only_on_stdin():
     spec = RunSpec(code="print(1)", env={"TOKEN": "s3cret"}, files={"a/b.txt": b"\xff"})
     message = encode_message(spec, Limits(wall_time_s=2))
-    body = json.loads(message[4:])
-    assert int.from_bytes(message[:4], "big") == len(message) - 4
+    body = json.loads(message[5:])
+    assert message[:1] == b"j"
+    assert int.from_bytes(message[1:5], "big") == len(message) - 5
     assert body["env"] == {"TOKEN": "s3cret"}
     assert body["files"] == {"a/b.txt": "/w=="}
     assert body["wall_time_s"] == 2
 
 
-def test_frames_split_across_reads_come_out_whole():
-    frame = b"o" + (3).to_bytes(4, "big") + b"abc"
-    muxed = bytes([1, 0, 0, 0]) + len(frame).to_bytes(4, "big") + frame
-    demux, frames = DockerDemux(), DriverFrames()
-    out = []
-    for i in range(len(muxed)):
-        for _stream, payload in demux.feed(muxed[i : i + 1]):
-            out.extend(frames.feed(payload))
-    assert out == [(b"o", b"abc")]
-
-
-def test_a_forged_or_oversized_frame_is_an_infrastructure_failure():
-    with pytest.raises(SandboxFailed):
-        list(DriverFrames().feed(b"x" + (1).to_bytes(4, "big") + b"a"))
-    with pytest.raises(SandboxFailed):
-        list(DockerDemux().feed(bytes([1, 0, 0, 0]) + (1 << 30).to_bytes(4, "big")))
-
-
-PNG = b"\x89PNG\r\n\x1a\n"
-
-
-def entry(name: str, *, sent: int, size: int | None = None, regular: bool = True) -> bytes:
-    header = {"name": name.encode().hex(), "regular": regular, "size": size, "sent": sent}
-    return json.dumps({**header, "size": sent if size is None else size}).encode()
-
-
-def test_proposed_images_are_gathered_across_frames_and_decided_by_the_host():
-    proposed = ProposedImages()
-    proposed.feed(b"i", entry("a.png", sent=len(PNG) + 4))
-    proposed.feed(b"d", PNG)
-    proposed.feed(b"d", b"\x00" * 4)
-    proposed.feed(b"i", entry("b.png", sent=0, regular=False))
-    proposed.feed(b"i", entry("c.png", sent=0, size=1 << 30))
-    proposed.feed(b"m", b"3")
-    found = proposed.images()
-    assert [(i.name, i.data) for i in found.images] == [("a.png", PNG + b"\x00" * 4)]
-    assert [note.split(":")[0] for note in found.notes] == [
-        "image_file",
-        "image_bytes",
-        "image_count",
-    ]
-
-
 def test_the_run_message_carries_the_image_caps():
-    body = json.loads(encode_message(RunSpec(code="pass"), Limits())[4:])
+    body = json.loads(encode_message(RunSpec(code="pass"), Limits())[5:])
     assert (body["max_images"], body["max_image_bytes"]) == (
         IMAGE_CAPS.max_count,
         IMAGE_CAPS.max_image_bytes,
     )
-
-
-@pytest.mark.parametrize(
-    "frames",
-    [
-        [(b"i", entry("a.png", sent=1)), (b"d", b"ab")],  # more bytes than announced
-        [(b"i", entry("a.png", sent=IMAGE_CAPS.max_image_bytes + 1))],  # past the per-image cap
-        [(b"i", entry(f"{n}.png", sent=0)) for n in range(IMAGE_CAPS.max_count + 1)],
-        [(b"i", entry("a.png", sent=5, regular=False))],  # bytes of what is not a file
-        [(b"i", b"{not json")],
-        [(b"i", entry("a.png", sent=4)), (b"m", b"0")],  # fewer bytes than announced
-    ],
-)
-def test_image_frames_past_the_caps_are_an_infrastructure_failure(frames):
-    proposed = ProposedImages()
-    with pytest.raises(SandboxFailed):
-        for kind, body in frames:
-            proposed.feed(kind, body)
-        proposed.images()
 
 
 def test_a_session_binds_its_workspace_folder_and_nothing_else(tmp_path):

@@ -279,14 +279,14 @@ def test_sabotage_without_the_quota_mount_a_cell_writes_past_it(manager_factory,
 MIB = 1024 * 1024
 REPLY_LIMITS = Limits(wall_time_s=3, max_output_bytes=64 * 1024)
 # The cell finds the driver's reply fd in the driver's own frame (it runs in that process),
-# announces a 2**62-byte reply, then streams 16 MiB of it.
+# announces a 4 GiB reply (executor/policy/wire.py's frame), then streams 16 MiB of it.
 FORGED_REPLY = """
 import os, sys
 frame = sys._getframe()
 while "reply_fd" not in frame.f_locals:
     frame = frame.f_back
 fd = frame.f_locals["reply_fd"]
-os.write(fd, (1 << 62).to_bytes(8, "big"))
+os.write(fd, b"c" + (2**32 - 1).to_bytes(4, "big"))
 chunk = b"x" * (1 << 20)
 for _ in range(16):
     os.write(fd, chunk)
@@ -327,7 +327,7 @@ def test_sabotage_without_the_cap_the_host_buffers_the_forged_reply(
     sandbox = session._sandbox
     result = session.exec(FORGED_REPLY)
     assert "no reply before the deadline" in result.stderr
-    assert len(sandbox._buf) > 16 * MIB > cap
+    assert sandbox._frames.buffered > 16 * MIB > cap
 
 
 # Every signal there is to the session's PID 1 (bwrap's init, or the Docker supervisor), then

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from executor.kinds.fs_tree import kept_mode
     from executor.kinds.fs_walk import DIR_FLAGS, open_regular, parent_of, remove_at, remove_tree
     from executor.kinds.rehearsal import Rehearsal, rehearse_db, rehearse_fs
+    from executor.kinds.reverse_check import fs_reverse_check
     from executor.kinds.sandbox import sandbox_host_uid
     from executor.kinds.undo_check import UndoCheck
     from executor.quota import unmount as quota_unmount
@@ -84,6 +85,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "SqliteTarget": ("executor.kinds.db", "SqliteTarget"),
     "StatementLog": ("executor.kinds.db_broker", "StatementLog"),
     "UndoCheck": ("executor.kinds.undo_check", "UndoCheck"),
+    "fs_reverse_check": ("executor.kinds.reverse_check", "fs_reverse_check"),
     "WorkspaceBusy": ("executor.kinds.errors", "WorkspaceBusy"),
     "db_prepared": ("executor.kinds.db", "prepared"),
     "egress_prepared": ("executor.kinds.egress", "prepared"),
@@ -144,6 +146,7 @@ __all__ = [
     "db_prepared",
     "egress_prepared",
     "fs_prepared",
+    "fs_reverse_check",
     "get_backend",
     "kept_mode",
     "limit_line",

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from django.apps import apps
+from django.db import IntegrityError, transaction
 from django.db.models import Model, Q
 
 
@@ -123,8 +124,8 @@ def change_move(
 
 
 # An action's own state is read from its runs and change (webapp.actions.state); the Action row
-# adds only what ends a rest action: its Keep, or its token revoked while it waited. Each is
-# written once, and only while neither happened, so a Keep and a revocation have one winner.
+# adds only what ends a rest action: its Keep, its token revoked while it waited, or its
+# expiry. Each is written once, and only while none happened, so they have one winner.
 ACTION = "actions.Action"
 
 
@@ -133,12 +134,40 @@ def rest_action_keep(query_id: int, *, now: datetime, deadline: datetime) -> boo
     revoked, and before its `deadline` (past it the action has expired); True if recorded."""
     if now >= deadline:
         return False
-    waiting = Q(query_id=query_id, kept_at__isnull=True, token_revoked_at__isnull=True)
-    return bool(apps.get_model(ACTION).objects.filter(waiting).update(kept_at=now))
+    return bool(apps.get_model(ACTION).objects.filter(_waiting(query_id)).update(kept_at=now))
+
+
+def _waiting(query_id: int) -> Q:
+    return Q(
+        query_id=query_id,
+        kept_at__isnull=True,
+        token_revoked_at__isnull=True,
+        expired_at__isnull=True,
+    )
+
+
+def rest_action_expire(query_id: int, *, owner_id: int, now: datetime, deadline: datetime) -> bool:
+    """Record at `now` that a rest action nobody kept expired, if it is past its `deadline`
+    and still waits; True if this call recorded it (and so writes its ledger entry). A query
+    run in the browser has no Action row yet: the first insert of one wins."""
+    if now < deadline:
+        return False
+    model = apps.get_model(ACTION)
+    if model.objects.filter(_waiting(query_id)).update(expired_at=now):
+        return True
+    if model.objects.filter(query_id=query_id).exists():
+        return False  # kept, revoked or expired already
+    try:
+        with transaction.atomic():
+            model.objects.create(query_id=query_id, owner_id=owner_id, expired_at=now)
+    except IntegrityError:
+        return False  # a Keep (or another expiry) made the row first
+    return True
 
 
 def action_token_revoked(query_id: int, *, now: datetime) -> bool:
     """Record that the action's token was revoked while it waited; False if it was kept or
     its revocation recorded first."""
-    waiting = Q(query_id=query_id, kept_at__isnull=True, token_revoked_at__isnull=True)
-    return bool(apps.get_model(ACTION).objects.filter(waiting).update(token_revoked_at=now))
+    return bool(
+        apps.get_model(ACTION).objects.filter(_waiting(query_id)).update(token_revoked_at=now)
+    )

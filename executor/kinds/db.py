@@ -32,7 +32,9 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from executor.errors import ExecutorError
 from executor.kinds import db_engines, db_process, db_slots, run_socket
 from executor.kinds.db_broker import StatementLog
 from executor.kinds.db_files import copy_database_out, install_database
@@ -145,13 +147,35 @@ class PendingDb:
         logger.info("db change kept", extra={"engine": self._session.engine})
 
     def undo(self) -> UndoCheck | None:
-        """Roll back; the database is as it was before the run. For SQLite the returned check
-        proves it (the workspace's file when the run began and now; a mismatch is logged as
-        an error); None for PostgreSQL, whose whole state is not read for every run."""
+        """Roll back; the database is as it was before the run. The returned check proves it
+        (a mismatch is logged as an error): for SQLite the workspace's file when the run began
+        and now, for PostgreSQL the tables the run touched (db_rollback_check); None for
+        MariaDB, or when the rollback could not be read (logged)."""
+        digests: dict[str, Any] | None = None
         with self._lock:
             self._check_open()
+            if self._session.engine == "postgres":
+                try:
+                    digests = self._session.rollback_checked()
+                    if digests is None:  # a rehearsal's verdict ended it, or a run was stopped
+                        logger.info(
+                            "db rollback not verified: the transaction had ended or was busy",
+                            extra={"run_id": self._run_id},
+                        )
+                except ExecutorError as exc:  # rolled back all the same (by _end below)
+                    logger.warning(
+                        "db rollback not verified", extra={"run_id": self._run_id, "why": str(exc)}
+                    )
             self._end()
         logger.info("db change undone", extra={"engine": self._session.engine})
+        if digests is not None:
+            return checked(
+                digests["before"],
+                digests["after"],
+                what="rollback",
+                run_id=self._run_id,
+                tables=tuple(digests["tables"]),
+            )
         if not isinstance(self._target, SqliteTarget):
             return None
         now = file_digest(self._target.workspace.root, self._target.path)

@@ -149,6 +149,8 @@ class _Server:
                 session.commit()
             elif op == "rollback":
                 session.rollback()
+            elif op == "rollback_checked":
+                return {"ok": True, "digests": session.rollback_checked()}
             elif op == "close":
                 self._stop_serving()
                 session.close()
@@ -271,6 +273,13 @@ class _Explained:
 
     def close(self) -> None:
         self._session.close()
+
+    def rollback_checked(self) -> dict[str, Any] | None:
+        """PostgreSQL: roll back and prove it (touched tables' digests); the others: None,
+        and the close that follows rolls back."""
+        if isinstance(self._session, PostgresSession):
+            return self._session.rollback_checked()
+        return None
 
     def rehearsal_begin(self) -> None:
         self._rehearsable().rehearsal_begin()

@@ -47,6 +47,7 @@ from executor.kinds.db_digest import (
     postgres_touched,
     postgres_written,
 )
+from executor.kinds.db_rollback_check import rollback_verified
 from executor.kinds.db_values import (
     Params,
     Reply,
@@ -173,10 +174,8 @@ def open_postgres(
         except (psycopg.Error, ValueError) as exc:
             last = _scrub(str(exc), secret)
             continue
-        if not repeatable_read:
-            return PostgresSession(conn, secret, max_rows, max_reply_bytes)
-        # before the session's first statement begins the transaction
-        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        if repeatable_read:  # before the session's first statement begins the transaction
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         return PostgresSession(
             conn, secret, max_rows, max_reply_bytes, reader=functools.partial(connect, address)
         )
@@ -195,8 +194,8 @@ class PostgresSession:
         reader: Callable[[], psycopg.Connection] | None = None,
     ) -> None:
         self._conn, self._secret = conn, secret
-        # A rehearsal's: a second connection to the same address, which reads the state the
-        # transaction began from through its exported snapshot.
+        # A second connection to the same address, which reads the state the transaction began
+        # from through its exported snapshot: a rehearsal's verdict, a verified rollback's.
         self._reader = reader
         self._snapshot = ""
         self._begun: PostgresCatalog | None = None
@@ -477,6 +476,26 @@ class PostgresSession:
 
     def rollback(self) -> None:
         self._end(self._conn.rollback)
+
+    def rollback_checked(self) -> dict[str, Any] | None:
+        """Roll back, proving it: the touched tables' digests in the run's snapshot and after
+        (db_rollback_check). None, and nothing done, when the transaction already ended or a
+        statement of the program still holds the connection: the close that follows rolls
+        back (and is bounded, where a read here would wait for the statement)."""
+        if self._broken is not None or not self._idle.is_set():
+            return None
+        if self._reader is None or not self._snapshot:
+            return None
+        try:
+            with self._on_connection():
+                return rollback_verified(self._conn, self._snapshot, self._reader)
+        except psycopg.Error as exc:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.rollback()
+            message = _scrub(_pg_message(exc), self._secret)
+            raise TransactionError(f"the rollback could not be verified: {message}") from None
+        finally:
+            self._broken = self._broken or "the transaction has ended"
 
     def _end(self, action: Callable[[], None]) -> None:
         try:

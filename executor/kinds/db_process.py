@@ -159,6 +159,23 @@ class DbProcess:
     def rollback(self) -> None:
         self._call({"op": "rollback"}, TransactionError)
 
+    def rollback_checked(self) -> dict[str, Any] | None:
+        """PostgreSQL: roll back, with the touched tables' digests in the run's snapshot and
+        after ({before, after, tables}, checked for shape); None when it could not (close()
+        then rolls back)."""
+        digests = self._call({"op": "rollback_checked"}, TransactionError).get("digests")
+        if digests is None:
+            return None
+        if not (
+            isinstance(digests, dict)
+            and type(digests.get("before")) is str
+            and type(digests.get("after")) is str
+            and isinstance(digests.get("tables"), list)
+            and all(type(name) is str for name in digests["tables"])
+        ):
+            raise TransactionError("the database process sent a rollback check out of shape")
+        return digests
+
     def rehearsal_begin(self) -> None:
         """Have the child note the state a rehearsal starts from (db_digest); it stays in the
         child."""

@@ -13,6 +13,9 @@ Layout of a workspace's state folder (never inside the workspace, never seen by 
     STATE/pending/meta.json the run id, the workspace's manifest when the run began, the uid
     STATE/pending/tree/     the run's copy, bind-mounted read-write as the sandbox's /workspace
     STATE/pending/private/  a reservation's host-only folder (FsWorkspace.reserve)
+    STATE/kept/RUN.json     the manifest a kept run began from, for the last KEPT_BASES kept
+                            runs: what a reverse program after the Keep is compared with
+                            (executor.kinds.reverse_check)
 
 A full copy rather than an overlay: the copy is exact by construction (modes, dot-files,
 ignored files, links kept as links), deletions need no whiteout decoding, and the sandbox only
@@ -216,6 +219,7 @@ class PendingFs:
             owner = meta.get("owner_uid") if owner_uid is None else owner_uid
             apply_changes(self.workspace.root, self.tree, changes, owner_uid=owner)
             _discard(self.workspace.pending_dir)
+            _remember_base(self.workspace.state_dir / "kept", self.run_id, meta)
         logger.info("fs change kept", extra={"run_id": self.run_id, "changes": len(changes)})
         return shown
 
@@ -338,6 +342,32 @@ def _write_meta(
     os.replace(temp, pending_dir / "meta.json")
 
 
+KEPT_BASES = 8  # kept runs whose starting manifest is remembered, per workspace
+
+
+def _remember_base(folder: Path, run_id: str, meta: dict) -> None:
+    """Keep the manifest the kept run began from (its meta's), forgetting the oldest past
+    KEPT_BASES. Host-side only, like the rest of the state folder."""
+    folder.mkdir(mode=0o700, exist_ok=True)
+    temp = folder / f"{run_id}.json.tmp"
+    temp.write_text(json.dumps(meta.get("manifest", {}), ensure_ascii=True))
+    os.replace(temp, folder / f"{run_id}.json")
+    remembered = sorted(folder.glob("*.json"), key=lambda path: path.stat().st_mtime_ns)
+    for old in remembered[:-KEPT_BASES]:
+        old.unlink(missing_ok=True)
+
+
+def kept_base(workspace: FsWorkspace, run_id: str) -> dict[str, Entry] | None:
+    """The workspace's entries when the kept run `run_id` began; None if not remembered."""
+    if not run_id.replace("-", "").replace("_", "").isalnum():
+        return None  # never a path of its own: the file is named by the run's id
+    try:
+        raw = json.loads((workspace.state_dir / "kept" / f"{run_id}.json").read_text())
+    except FileNotFoundError:
+        return None
+    return {rel: Entry(**entry) for rel, entry in raw.items()}
+
+
 def _read_meta(pending_dir: Path) -> dict:
     try:
         return dict(json.loads((pending_dir / "meta.json").read_text()))
@@ -368,5 +398,6 @@ __all__ = [
     "PendingFs",
     "Reservation",
     "TreeTooLarge",
+    "kept_base",
     "prepared",
 ]

@@ -1,7 +1,7 @@
 """A verified undo: the state's digest before the forward run and after the undo, compared.
 
-Discard (fs) and rollback (SQLite) promise the state as it was; a mismatch means something
-broke that promise, so it is logged as an error with both digests, not only returned.
+Discard (fs) and rollback (SQLite, PostgreSQL) promise the state as it was; a mismatch means
+something broke that promise, so it is logged as an error with both digests, not only returned.
 """
 
 from __future__ import annotations
@@ -21,23 +21,39 @@ _CHUNK = 1 << 20
 class UndoCheck:
     before: str  # the state's digest before the forward run
     after: str  # and after the undo
+    # What was read when not the whole state: PostgreSQL's touched tables (schema.table).
+    tables: tuple[str, ...] | None = None
 
     @property
     def matched(self) -> bool:
         return self.before == self.after
 
     def as_json(self) -> dict[str, object]:
-        return {"before": self.before, "after": self.after, "matched": self.matched}
+        shown: dict[str, object] = {
+            "before": self.before,
+            "after": self.after,
+            "matched": self.matched,
+        }
+        if self.tables is not None:
+            shown["tables"] = list(self.tables)
+        return shown
 
 
-def checked(before: str, after: str, *, what: str, run_id: str) -> UndoCheck:
+def checked(
+    before: str,
+    after: str,
+    *,
+    what: str,
+    run_id: str,
+    tables: tuple[str, ...] | None = None,
+) -> UndoCheck:
     """The check, with the alarm raised when `what` (discard, rollback) did not restore."""
-    check = UndoCheck(before, after)
+    check = UndoCheck(before, after, tables)
     if not check.matched:
         logger.error(
             "%s left a state other than before the run",
             what,
-            extra={"run_id": run_id, "before": before, "after": after},
+            extra={"run_id": run_id, "before": before, "after": after, "tables": tables},
         )
     return check
 

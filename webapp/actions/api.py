@@ -98,6 +98,9 @@ class ActionIn(BaseModel):
     # true: rehearse on a throwaway copy first, run for real only if the reverse program
     # restores the state; "only": rehearse and stop (fs and db actions).
     rehearse: bool | Literal["only"] = False
+    # rest only: a program that exits 0 once the effect is gone, run after the reverse program
+    # (an extension of shared/DESIGN.md's request; docs/api.md).
+    probe: str = ""
 
     @field_validator("credentials")
     @classmethod
@@ -143,11 +146,13 @@ class ActionListOut(Schema):
 
 def action_request(payload: ActionIn) -> ActionRequest:
     cap = conf.get_int("AGENTS_MAX_CODE_BYTES")
-    for name in ("forward_code", "reverse_code"):
+    for name in ("forward_code", "reverse_code", "probe"):
         if len(getattr(payload, name).encode("utf-8", "surrogatepass")) > cap:
             raise ApiError(413, f"{name} is larger than {cap} bytes")
     if not payload.forward_code.strip():
         raise ApiError(400, "forward_code is empty")
+    if payload.probe.strip() and payload.kind != "rest":
+        raise ApiError(400, "probe is for rest actions (fs and db undos are verified by digest)")
     cap_s = float(settings.EXECUTOR_WALL_TIME_S)
     if payload.timeout_s is not None and not 0 < payload.timeout_s <= cap_s:
         raise ApiError(400, f"timeout_s must be > 0 and <= {cap_s:g}")
@@ -163,6 +168,7 @@ def action_request(payload: ActionIn) -> ActionRequest:
         postgres=payload.db.credential if payload.db else None,
         wall_time_s=None if payload.timeout_s is None else float(payload.timeout_s),
         rehearse=payload.rehearse,
+        probe=payload.probe,
     )
 
 

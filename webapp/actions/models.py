@@ -33,6 +33,9 @@ class Action(models.Model):
     # When its token was revoked while it waited: fs/db changes were discarded then, a rest
     # action expired (its effect stands).
     token_revoked_at = models.DateTimeField(null=True, blank=True)
+    # When the reaper found a rest action past its deadline, neither kept nor undone (its effect
+    # stands; lifecycle.rest_action_expire, which also writes its ledger entry's moment).
+    expired_at = models.DateTimeField(null=True, blank=True)
     # The last rehearsal's verdict (executor.Rehearsal.as_json): {restored, message, diff,
     # counters, before, after, seconds, code}; `code` is a digest of the programs it rehearsed,
     # so a page can tell a verdict about older code (stale).

@@ -25,7 +25,7 @@ from webapp.queries.models import Query
 from webapp.runs.listen import any_event, run_events
 from webapp.runs.models import FINAL_STATUSES, Run, RunChunk
 from webapp.runs.selectors import run_chunks_after
-from webapp.workspaces.models import ChangeStatus, WorkspaceUse
+from webapp.workspaces.models import ChangeStatus, PendingChange, WorkspaceUse
 
 T = TypeVar("T")
 
@@ -98,6 +98,12 @@ def action_json(query: Query) -> dict[str, Any]:
             "exit_code": state.reverse.exit_code,
             "error": state.reverse.error,
             **run_streams(state.reverse),
+            # fs: what the kept reverse program left different (workspaces._reverse_check)
+            "undo_check": PendingChange.objects.filter(run=state.reverse)
+            .values_list("undo_check", flat=True)
+            .first(),
+            # rest: the probe's outcome, when the action declared one (workspaces.probes)
+            "probe": state.reverse.probe,
         }
     action = getattr(query, "action", None)
     return {

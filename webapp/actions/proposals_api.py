@@ -94,5 +94,7 @@ async def create_proposal(request: HttpRequest, payload: ProposalIn) -> HttpResp
             "credentials": proposal.credentials,
             "hosts": proposal.hosts,
             "reversible": proposal.reversible,
+            # an extension (docs/api.md), there when the model declared one
+            **({"probe": proposal.probe_code} if proposal.probe_code else {}),
         }
     )

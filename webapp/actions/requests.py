@@ -29,6 +29,8 @@ class ActionRequest:
     # True: rehearse first, run for real only when the reverse program restores the state;
     # "only": rehearse and stop (webapp.actions.rehearsals).
     rehearse: bool | str = False
+    # rest: a program that exits 0 once the effect is gone, run after the reverse program.
+    probe: str = ""
 
     def digest(self) -> str:
         """What the Idempotency-Key stands for: everything but the credential values."""

@@ -89,6 +89,7 @@ def action_create(
                 reverse_code=request.reverse_code,
                 hosts=request.hosts,
                 credential_names=sorted(request.credentials),
+                probe_code=request.probe,
             )
             Action.objects.create(
                 query=query,
@@ -233,7 +234,12 @@ def _keep(query: Query, state: ActionState) -> None:
             _pending(query, "keep")  # revoked, expired or kept meanwhile: that stands (409)
             return
         # A query made in the browser has no Action row; its Keep makes one.
-        Action.objects.get_or_create(query=query, defaults={"owner": query.owner, "kept_at": now})
+        _, made = Action.objects.get_or_create(
+            query=query, defaults={"owner": query.owner, "kept_at": now}
+        )
+        if not made:  # its expiry made the row meanwhile: that stands (409)
+            _pending(query, "keep")
+            return
         audit_query(event=AuditEvent.KEEP, query=query, target=f"action {query.pk}", outcome="kept")
         return
     change = _forward_change(query)

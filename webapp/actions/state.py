@@ -163,7 +163,8 @@ def action_state_from(query: Query, rows: StateRows) -> ActionState:
             return state("kept")
         if revoked:
             return state("expired", REVOKED_EXPIRED_REASON)
-        expired = timezone.now() >= rest_deadline(forward)
+        expired = action is not None and action.expired_at is not None
+        expired = expired or timezone.now() >= rest_deadline(forward)
         return state("expired", EXPIRED_REASON) if expired else state("pending")
     return state("succeeded")
 

@@ -149,7 +149,11 @@ def audit_run_end(*, run: Any) -> AuditEntry:
         forward_code=query.forward_code,
         reverse_code=query.reverse_code,
         outcome=f"{run.status}: {run.error}" if run.error else str(run.status),
-        digests={"code": sha256_text(run.code)},
+        digests={
+            "code": sha256_text(run.code),
+            # a rest Undo's probe: did it find the effect gone (webapp.workspaces.probes)
+            **({"probe_passed": run.probe["passed"]} if getattr(run, "probe", None) else {}),
+        },
     )
 
 
@@ -187,12 +191,18 @@ def audit_change(*, change: Any) -> AuditEntry | None:
     if change.timed_out:
         event = AuditEvent.TIMEOUT
     changes = json.dumps(change.changes or [], sort_keys=True)
+    digests: dict[str, Any] = {"changes": sha256_text(changes)}
+    check = change.undo_check or {}
+    if check.get("before"):  # a verified undo: the state's digests before the run and after
+        digests.update(
+            state_before=check["before"], state_after=check["after"], matched=check["matched"]
+        )
     return audit_query(
         event=event,
         query=change.run.query,
         target=f"change {change.pk} (run {change.run_id})",
         outcome=f"{change.status}: {change.message}",
-        digests={"changes": sha256_text(changes)},
+        digests=digests,
     )
 
 

@@ -29,6 +29,8 @@ class Proposal:
     credentials: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
     reversible: bool = True
+    # A program that exits 0 once the effect is gone (rest; run after the reverse program).
+    probe_code: str = ""
     # {credential: [scope]} the code needs from a connected service (not yet validated).
     scopes: dict[str, list[str]] = field(default_factory=dict)
 
@@ -143,6 +145,7 @@ def propose_action(
             hosts=parsing.host_names(args.get("hosts")) or parsing.hosts_used_in(forward + reverse),
             reversible=reversible if isinstance(reversible, bool) else True,
             scopes=parsing.scope_needs(args.get("scopes")),
+            probe_code=parsing.optional_text(args, "probe"),
         )
     else:
         proposal = _proposal_from_fences(content)

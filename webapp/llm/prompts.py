@@ -49,6 +49,13 @@ PROPOSE_TOOL: dict[str, Any] = {
                 "credentials": {"type": "array", "items": {"type": "string"}},
                 "hosts": {"type": "array", "items": {"type": "string"}},
                 "reversible": {"type": "boolean"},
+                # An extension of shared/DESIGN.md's proposal (docs/api.md): optional.
+                "probe": {
+                    "type": "string",
+                    "description": "rest only, optional: a Python program that exits 0 when "
+                    "the forward call's effect is gone (run after the reverse program, with "
+                    "the same hosts and credentials)",
+                },
                 "scopes": {
                     "type": "array",
                     "items": {

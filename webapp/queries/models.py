@@ -34,6 +34,9 @@ class Query(models.Model):
     # {credential: [scope]} a connected service must have granted (webapp/connections/scopes.py).
     needed_scopes = models.JSONField(default=dict, blank=True)
     reversible = models.BooleanField(default=True)
+    # A rest action's probe: a program run after the reverse program, under the same hosts and
+    # credentials, whose exit 0 says the effect is gone (webapp.workspaces.probes).
+    probe_code = models.TextField(blank=True)
     generation_error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -63,6 +66,7 @@ class QueryVersion(models.Model):
     # {credential: [scope]} a connected service must have granted (webapp/connections/scopes.py).
     needed_scopes = models.JSONField(default=dict, blank=True)
     reversible = models.BooleanField(default=True)
+    probe_code = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -34,6 +34,7 @@ _VERSIONED_FIELDS = (
     "credential_names",
     "needed_scopes",
     "reversible",
+    "probe_code",
 )
 
 
@@ -143,6 +144,7 @@ def _apply_proposal(query: Query, proposal: llm.Proposal) -> None:
     }
     query.hosts = proposal.hosts
     query.reversible = proposal.reversible
+    query.probe_code = proposal.probe_code
     query.generation_error = ""
     # A new proposal replaces the code a fix was made to: that diff no longer means anything.
     query.forward_code_before_fix = query.reverse_code_before_fix = ""

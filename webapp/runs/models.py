@@ -46,6 +46,8 @@ class Run(models.Model):
     oom_killed = models.BooleanField(default=False)
     truncated = models.BooleanField(default=False)
     error = models.TextField(blank=True)  # infrastructure or validation message, never secrets
+    # A rest reverse run's probe outcome (webapp.workspaces.probes): {passed, exit_code, limit}.
+    probe = models.JSONField(null=True, blank=True)
     output_bytes = models.PositiveIntegerField(default=0)
     output_cap_bytes = models.PositiveIntegerField(default=1_000_000)
     # The wall time the request asked for (an API action's timeout_s), at most the server's cap;

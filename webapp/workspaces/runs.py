@@ -33,6 +33,7 @@ from webapp.runs.models import Run, RunDirection, RunStatus
 from webapp.runs.selectors import run_output_text
 from webapp.workspaces.jobs import allow_private
 from webapp.workspaces.models import ChangeStatus, PendingChange, control_base
+from webapp.workspaces.probes import probe_after_reverse
 from webapp.workspaces.services import change_set, workspace_for_query, workspace_fs
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,7 @@ def rest_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
                     "rest run had refused destinations",
                     extra={"run_id": run.pk, "refused": refused[:20]},
                 )
+            probe_after_reverse(run, spec, limits, result)
 
         yield KindJob(job.spec, job.limits, job.mounts, settle)
 

@@ -72,7 +72,20 @@ def workspace_panel_for_query(query: Query) -> dict[str, Any]:
         "change": change,
         "seconds_left": seconds_left,
         "can_regenerate": has_forward and llm.llm_configured(),
+        "probe": _latest_probe(query),
     }
+
+
+def _latest_probe(query: Query) -> dict[str, Any] | None:
+    """A rest query's probe: declared (its code) and, once an Undo ran it, its outcome."""
+    if query.kind != "rest" or not query.probe_code.strip():
+        return None
+    reverse = (
+        Run.objects.filter(query=query, direction=RunDirection.REVERSE)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+    return {"code": query.probe_code, "outcome": reverse.probe if reverse else None}
 
 
 def workspace_listing(workspace: Workspace) -> list[dict[str, Any]]:

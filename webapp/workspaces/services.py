@@ -17,7 +17,14 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.utils import timezone
 
-from executor import FsWorkspace, InvalidSpec, NothingPending, WorkspaceBusy, sandbox_host_uid
+from executor import (
+    FsWorkspace,
+    InvalidSpec,
+    NothingPending,
+    WorkspaceBusy,
+    fs_reverse_check,
+    sandbox_host_uid,
+)
 from webapp import lifecycle, llm
 from webapp.audit.services import audit_change
 from webapp.executor_glue import ensure_executor
@@ -160,6 +167,8 @@ def _decide(change: PendingChange, *, keep: bool) -> PendingChange:
     if keep:
         uid = sandbox_host_uid(ensure_executor())
         change.changes = [c.as_dict() for c in pending.keep(owner_uid=uid)]
+        if change.run.direction == RunDirection.REVERSE:
+            change.undo_check = _reverse_check(fs, change)
         change_set(
             change, ChangeStatus.KEPT, "Applied to the workspace.", from_=[ChangeStatus.PENDING]
         )
@@ -168,6 +177,24 @@ def _decide(change: PendingChange, *, keep: bool) -> PendingChange:
         message = "Discarded; the workspace is as before."
         change_set(change, ChangeStatus.DISCARDED, message, from_=[ChangeStatus.PENDING])
     return change
+
+
+def _reverse_check(fs: FsWorkspace, change: PendingChange) -> dict[str, object] | None:
+    """What a kept reverse program left different from the workspace the forward run before
+    it began from (executor.fs_reverse_check; a report, not an alarm)."""
+    reverse = change.run
+    forward = (
+        Run.objects.filter(
+            query_id=reverse.query_id,
+            direction=RunDirection.FORWARD,
+            created_at__lt=reverse.created_at,
+        )
+        .order_by("-created_at", "-id")
+        .first()
+    )
+    if forward is None:
+        return None
+    return fs_reverse_check(fs, forward_run_id=str(forward.pk))
 
 
 def change_set(

@@ -132,9 +132,10 @@ def action_call(kind: str, forward_code: str, *, reverse_code: str = "",
                 credentials: dict[str, str] | None = None, workspace: int | None = None,
                 db: dict[str, str] | None = None, timeout_s: float | None = None,
                 idempotency_key: str | None = None, stream: bool = False,
-                rehearse: bool | str = False) -> Call:  # fmt: skip
+                rehearse: bool | str = False, probe: str = "") -> Call:  # fmt: skip
     """The create request; it always carries an Idempotency-Key, so retrying it is safe.
-    `rehearse`: True (run for real only if the rehearsal passes) or "only"."""
+    `rehearse`: True (run for real only if the rehearsal passes) or "only". `probe` (rest):
+    a program that exits 0 once the effect is gone, run after Undo's reverse program."""
     body: dict[str, Any] = {"kind": kind, "forward_code": forward_code}
     optional = {
         "reverse_code": reverse_code,
@@ -145,6 +146,7 @@ def action_call(kind: str, forward_code: str, *, reverse_code: str = "",
         "db": db,
         "timeout_s": timeout_s,
         "rehearse": rehearse,
+        "probe": probe,
     }
     body.update({name: value for name, value in optional.items() if value})
     import uuid

@@ -151,7 +151,8 @@ class Client:
         Options: reverse_code, hosts, intent, credentials (this call only), workspace, db
         ({"sqlite": PATH} or {"url": CREDENTIAL_NAME}: a credential holding a postgresql://,
         mysql:// or mariadb:// URL), timeout_s, idempotency_key, rehearse (True: run for real
-        only if its rehearsal passes; "only": rehearse and stop).
+        only if its rehearsal passes; "only": rehearse and stop), probe (rest: a program that
+        exits 0 once the effect is gone, run after Undo's reverse program).
         Output streams to `on_output(chunk)`, `on_stdout(text)`, `on_stderr(text)` as it comes.
         """
         listeners = Listeners(on_output, on_stdout, on_stderr)

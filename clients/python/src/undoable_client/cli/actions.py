@@ -32,6 +32,40 @@ def show_action(ui: Ui, action: Action) -> None:
         ui.line(f"error: {action.error}", "red")
     show_rehearsal(ui, action.rehearsal)
     ui.change(action.change)
+    show_undo_check(ui, (action.change or {}).get("undo_check"))
+    show_undo_check(ui, (action.reverse or {}).get("undo_check"))
+    show_probe(ui, (action.reverse or {}).get("probe"))
+
+
+def show_probe(ui: Ui, probe: dict | None) -> None:
+    """A rest action's probe, run after the reverse program: is the effect gone?"""
+    if not probe:
+        return
+    gone = bool(probe.get("passed"))
+    said = "the effect is gone" if gone else "the effect is NOT gone"
+    ui.line(f"probe: {said} (exit {probe.get('exit_code')})", "green" if gone else "red")
+
+
+def show_undo_check(ui: Ui, check: dict | None) -> None:
+    """A verified undo: a Discard's or rollback's (a mismatch is an alarm), or what a reverse
+    program after a Keep left different (a report: `differences`)."""
+    if not check:
+        return
+    if "differences" in check:
+        if check.get("matched"):
+            ui.line("undo: the workspace is as before the forward run", "green")
+            return
+        ui.line(f"undo: the undo left these differences ({check.get('differences')}):", "yellow")
+        for item in check.get("diff") or []:
+            what = f" ({', '.join(item['what'])})" if item.get("what") else ""
+            ui.line(f"  {item.get('path')}: {item.get('change')}{what}")
+        return
+    if check.get("matched"):
+        ui.line("undo verified: the state is as before the run", "green")
+    else:
+        ui.line(
+            f"undo NOT verified: {check.get('before')} before, {check.get('after')} after", "red"
+        )
 
 
 def show_rehearsal(ui: Ui, rehearsal: dict | None) -> None:

@@ -1,9 +1,9 @@
 """A credential given to an action (a rest action's forward run, and its Undo with the
-credential given again) or to the query page's rehearsal (a Celery task) never travels through Redis or Celery in the clear: with the Celery
-runner, the Redis channel layer and the Redis cache (the one-shot handoff), every command sent
-to Redis (MONITOR), every key and value left in it (Celery bodies decoded) and the worker's log
-are free of the canary. With the handoff's encryption switched off (sabotage) the same sweep
-finds it."""
+credential given again) or to the query page's rehearsal (a Celery task) never travels through
+Redis or Celery in the clear: with the Celery runner, the Redis channel layer and the Redis
+cache (the one-shot handoff), every command sent to Redis (MONITOR), every key and value left
+in it (Celery bodies decoded) and the worker's log are free of the canary. With the handoff's
+encryption switched off (sabotage) the same sweep finds it."""
 
 from __future__ import annotations
 

@@ -276,6 +276,12 @@ EXECUTOR_MAX_PIDS = env_int("EXECUTOR_MAX_PIDS", 128, minimum=4)
 EXECUTOR_MAX_OUTPUT_BYTES = env_int("EXECUTOR_MAX_OUTPUT_BYTES", 1_000_000, minimum=1024)
 EXECUTOR_MAX_FILE_SIZE_MIB = env_int("EXECUTOR_MAX_FILE_SIZE_MIB", 64, minimum=1)
 EXECUTOR_WORKDIR_QUOTA_MIB = env_int("EXECUTOR_WORKDIR_QUOTA_MIB", 256, minimum=1)
+# The query page's rehearsal runs in the background (webapp.actions.rehearsal_jobs); one with no
+# verdict this long after it was asked for (a worker that died, a queue that never drained) is
+# reported as failed. Two sandbox runs at most EXECUTOR_WALL_TIME_S each, plus a queue's wait.
+UNDOABLE_REHEARSAL_WAIT_S = env_int(
+    "UNDOABLE_REHEARSAL_WAIT_S", int(2 * EXECUTOR_WALL_TIME_S) + 120, minimum=5
+)
 # Tests reach local fake services (Slack-like API, PostgreSQL) through the egress proxy.
 EXECUTOR_EGRESS_ALLOW_PRIVATE = env_bool("EXECUTOR_EGRESS_ALLOW_PRIVATE", False)
 

@@ -76,6 +76,14 @@ def rehearsal_possible(kind: str, reverse_code: str) -> None:
         raise RehearsalRefused(400, "there is no reverse program to rehearse")
 
 
+def rehearsal_ready(query: Query, credentials: dict[str, str]) -> None:
+    """RehearsalRefused (400) unless the query can be rehearsed with these credentials."""
+    rehearsal_possible(query.kind, query.reverse_code)
+    missing = [name for name in query.credential_names if not credentials.get(name)]
+    if missing:
+        raise RehearsalRefused(400, f"Missing credential: {', '.join(missing)}; give it again")
+
+
 def rehearsal_stop(*, query: Query, why: str) -> None:
     """The action ends with its rehearsal: its forward program is not run for real, and
     action_state says `why`."""
@@ -90,10 +98,7 @@ def action_rehearse(
     """Rehearse the action now (on this thread: two sandbox runs), keep the verdict on it and
     return it. RehearsalRefused when it cannot be rehearsed (kind, no reverse program, a
     credential missing, the workspace busy)."""
-    rehearsal_possible(query.kind, query.reverse_code)
-    missing = [name for name in query.credential_names if not credentials.get(name)]
-    if missing:
-        raise RehearsalRefused(400, f"Missing credential: {', '.join(missing)}; give it again")
+    rehearsal_ready(query, credentials)
     try:
         verdict = query_rehearse(query, dict(credentials), wall_time_s)
     except WorkspaceBusy as exc:

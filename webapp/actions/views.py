@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from webapp.actions import rehearsals, services
+from webapp.actions import rehearsal_jobs, rehearsals, services
 from webapp.actions.selectors import get_action_for_user, review_inbox_for_user
 from webapp.queries.selectors import get_query_for_user
 
@@ -55,8 +55,9 @@ def review_keep(request: HttpRequest, query_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def query_rehearse(request: HttpRequest, query_id: int) -> HttpResponse:
-    """The query page's Rehearse: its saved code on a throwaway copy, with the credentials this
-    browser holds for it (for this request only); the verdict as JSON, or {"error"}."""
+    """The query page's Rehearse: its saved code on a throwaway copy, in the background
+    (webapp.actions.rehearsal_jobs), with the credentials this browser holds for it (for this
+    job only). Answers at once: 202 and the job's state (query_rehearsal's), or {"error"}."""
     query = get_query_for_user(request.user, query_id)
     try:
         body = json.loads(request.body or b"{}")
@@ -68,7 +69,16 @@ def query_rehearse(request: HttpRequest, query_id: int) -> HttpResponse:
     except (ValueError, AttributeError):
         return JsonResponse({"error": 'the body is {"credentials": {"NAME": "value"}}'}, status=400)
     try:
-        verdict = rehearsals.action_rehearse(query=query, credentials=credentials)
+        state = rehearsal_jobs.rehearsal_submit(query=query, credentials=credentials)
     except rehearsals.RehearsalRefused as exc:
         return JsonResponse({"error": exc.message}, status=exc.status)
-    return JsonResponse(verdict)
+    return JsonResponse(state, status=202)
+
+
+@login_required
+@require_GET
+def query_rehearsal(request: HttpRequest, query_id: int) -> HttpResponse:
+    """The state of the query page's rehearsal, which the page polls while it says
+    "rehearsing": {"state": "rehearsing" | "failed" | "done" | "none", "error", "verdict"}."""
+    query = get_query_for_user(request.user, query_id)
+    return JsonResponse(rehearsal_jobs.rehearsal_state(query))

@@ -26,10 +26,12 @@ class CredentialHandoffError(RuntimeError):
     """The stashed credentials could not be read back (tampered with or wrong SECRET_KEY)."""
 
 
-def credentials_stash(*, run_id: int, values: dict[str, str]) -> None:
+def credentials_stash(*, run_id: int | str, values: dict[str, str]) -> None:
     """Keep `values` for run `run_id` until `credentials_take` reads them or the TTL passes.
 
     Stashing again for the same run replaces the previous values. An empty dict stashes nothing.
+    A job that is not a run (the query page's rehearsal) passes a string id of its own, which
+    no run's integer id can equal.
     """
     if not values:
         return
@@ -38,7 +40,7 @@ def credentials_stash(*, run_id: int, values: dict[str, str]) -> None:
     cache.set(_cache_key(run_id), token, timeout=settings.UNDOABLE_CREDENTIAL_TTL_S)
 
 
-def credentials_take(*, run_id: int) -> dict[str, str]:
+def credentials_take(*, run_id: int | str) -> dict[str, str]:
     """Return and forget the values stashed for `run_id`; {} if none (never stashed, expired,
     or taken by another reader first)."""
     key = _cache_key(run_id)
@@ -59,7 +61,7 @@ def _derive(purpose: bytes) -> bytes:
     ).digest()
 
 
-def _cache_key(run_id: int) -> str:
+def _cache_key(run_id: int | str) -> str:
     name = hmac.new(_derive(b"key-name"), str(run_id).encode(), hashlib.sha256).hexdigest()
     return _KEY_PREFIX + name
 

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 from django.urls import reverse
 
-from webapp.actions import limits, rehearsals, views
+from webapp.actions import limits, rehearsal_jobs, rehearsals, views
 from webapp.actions.limits import Limits, token_limits_set
 from webapp.agents.models import ApiToken
 from webapp.queries.models import Query
@@ -146,8 +146,12 @@ def test_the_query_page_rehearses_and_shows_the_verdict_and_the_class(owner):
     action = create(owner, {"kind": "fs", "forward_code": ADD, "reverse_code": LEAVE_EMPTY})
     owner.client.force_login(owner.user)
     url = reverse("actions:rehearse", args=[action["id"]])
-    verdict = owner.client.post(url, {"credentials": {}}, content_type="application/json").json()
-    assert verdict["restored"] is False
+    answer = owner.client.post(url, {"credentials": {}}, content_type="application/json")
+    assert answer.status_code == 202
+    assert rehearsal_jobs.rehearsals_wait(timeout=120)
+    state = owner.client.get(reverse("actions:rehearsal", args=[action["id"]])).json()
+    assert state["state"] == "done"
+    assert state["verdict"]["restored"] is False
     page = owner.client.get(reverse("queries:query-detail", args=[action["id"]])).content.decode()
     assert url in page
     assert "1 path(s) differ after the reverse program" in page
@@ -161,6 +165,9 @@ def test_deny_another_user_cannot_rehearse_my_query(owner, stranger):
     url = reverse("actions:rehearse", args=[action["id"]])
     answer = stranger.client.post(url, {}, content_type="application/json")
     assert answer.status_code == 404
+    state = stranger.client.get(reverse("actions:rehearsal", args=[action["id"]]))
+    assert state.status_code == 404
+    assert rehearsal_jobs.rehearsals_wait(timeout=120)
     assert owner.get(f"/api/v1/actions/{action['id']}").json()["rehearsal"] is None
 
 
@@ -173,6 +180,7 @@ def test_sabotage_without_the_owner_lookup_another_user_rehearses_my_query(
     stranger.client.force_login(stranger.user)
     url = reverse("actions:rehearse", args=[action["id"]])
     stranger.client.post(url, {}, content_type="application/json")
+    assert rehearsal_jobs.rehearsals_wait(timeout=120)
     assert owner.get(f"/api/v1/actions/{action['id']}").json()["rehearsal"] is not None
 
 

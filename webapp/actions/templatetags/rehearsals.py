@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
+from django.conf import settings
 
 from webapp.actions.classes import action_class
-from webapp.actions.rehearsals import REHEARSABLE, diff_lines, rehearsal_for
+from webapp.actions.rehearsal_jobs import NONE, rehearsal_state
+from webapp.actions.rehearsals import REHEARSABLE, diff_lines
 from webapp.queries.models import Query
 
 register = template.Library()
@@ -15,10 +17,13 @@ register = template.Library()
 
 @register.inclusion_tag("actions/_rehearsal.html")
 def rehearsal_panel(query: Query) -> dict[str, Any]:
-    verdict = rehearsal_for(query) if query.kind in REHEARSABLE else None
+    state: dict[str, Any] = rehearsal_state(query) if query.kind in REHEARSABLE else {"state": NONE}
+    verdict = state.get("verdict")
     return {
         "query": query,
         "rehearsable": query.kind in REHEARSABLE,
+        "state": state,
+        "wait_s": settings.UNDOABLE_REHEARSAL_WAIT_S,
         "verdict": verdict,
         "lines": diff_lines(verdict) if verdict else [],
         "counters": [

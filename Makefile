@@ -15,6 +15,8 @@ PIP_INSTALL = $(PY) -m pip install -q -c $(CONSTRAINTS)
 # Debian's keyring (its root filesystem), a C compiler with the static libc (the launcher).
 APT_PACKAGES ?= bubblewrap libseccomp2 debootstrap debian-archive-keyring gcc libc6-dev
 TEST_APT_PACKAGES ?= redis-server postgresql mariadb-server chromium
+# Every pytest run of `make test` ends its log with its slowest tests: where CI's time goes.
+PYTEST_DURATIONS ?= --durations=40
 
 .PHONY: run test test-unit test-browser test-sabotage test-fault compose-smoke bench bench-peers loadtest lint format sandbox-image sandbox-rootfs \
         sandbox launcher docker-image prereqs test-prereqs migrate frontend clean constraints
@@ -118,17 +120,17 @@ run: $(VENV)/.installed sandbox migrate
 test: $(VENV)/.installed-dev sandbox test-unit test-browser test-fault
 
 test-unit: $(VENV)/.installed-dev $(LAUNCHER) | test-prereqs
-	$(PY) -m pytest -m "not browser and not fault" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not browser and not fault" $(PYTEST_DURATIONS) $(PYTEST_ARGS)
 
 # Playwright's sync API runs its own event loop; keep it out of the asyncio tests' process.
 test-browser: $(VENV)/.installed-dev $(LAUNCHER) | test-prereqs
-	$(PY) -m pytest -m browser $(PYTEST_ARGS)
+	$(PY) -m pytest -m browser $(PYTEST_DURATIONS) $(PYTEST_ARGS)
 
 test-sabotage: $(VENV)/.installed-dev $(LAUNCHER) | test-prereqs
-	$(PY) -m pytest -m sabotage $(PYTEST_ARGS)
+	$(PY) -m pytest -m sabotage $(PYTEST_DURATIONS) $(PYTEST_ARGS)
 
 test-fault: $(VENV)/.installed-dev $(LAUNCHER) | test-prereqs
-	$(PY) -m pytest -m fault $(PYTEST_ARGS)
+	$(PY) -m pytest -m fault $(PYTEST_DURATIONS) $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed-dev sandbox | test-prereqs
 	$(PY) tests/bench/bench_executor.py

@@ -80,6 +80,28 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             terminalreporter.write_line(line, yellow=True)
 
 
+# --- pytest-xdist ----------------------------------------------------------------------------
+# Under `-n N` each worker is a session of its own (its own servers, cgroups, temporary folder)
+# and only the controller reports: a worker hands it what it would have said (its skips, what
+# outlived it) through xdist's `workeroutput`, which arrives in pytest_testnodedown.
+
+_WORKER_PROBLEMS: list[str] = []
+
+
+def _worker_output(config: pytest.Config) -> dict[str, Any] | None:
+    """In an xdist worker, the dict that reaches the controller when the worker ends."""
+    return getattr(config, "workeroutput", None)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    output = getattr(node, "workeroutput", None) or {}
+    _WORKER_PROBLEMS.extend(output.get("session_problems", ()))
+    for name, (skipped, problem) in output.get("skipped", {}).items():
+        OPTIONAL[name].skipped += skipped
+        OPTIONAL[name].problem = problem
+
+
 # --- private servers -----------------------------------------------------------------------
 
 _ROOTS: list[servers.ServerRoot] = []
@@ -123,16 +145,27 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     """After the fixtures' teardown: no process of the session's servers may be left, and no
     quota tmpfs a test mounted under the session's temporary folder."""
     executor.close()  # the web app's backend, if a test configured it: its cgroups go too
+    problems = list(_WORKER_PROBLEMS)
     left = [line for root in _ROOTS for line in servers.survivors(root.path, root.pids)]
     if left:
-        _say(session.config, "server processes outlived the session: " + "; ".join(left))
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        problems.append("server processes outlived the session: " + "; ".join(left))
     # pytest's own temporary folder of this session, if a test made one (tmp_path).
     factory = getattr(session.config, "_tmp_path_factory", None)
     basetemp = getattr(factory, "_basetemp", None)
     mounts = ours_under(basetemp) if basetemp is not None else []
     if mounts:
-        _say(session.config, "quota tmpfs mounts outlived the session: " + "; ".join(mounts))
+        problems.append("quota tmpfs mounts outlived the session: " + "; ".join(mounts))
+    worker_output = _worker_output(session.config)
+    if worker_output is not None:  # the controller says it and fails the run
+        worker_output["session_problems"] = problems
+        worker_output["skipped"] = {
+            name: (piece.skipped, piece.problem)
+            for name, piece in OPTIONAL.items()
+            if piece.skipped
+        }
+        return
+    for problem in problems:
+        _say(session.config, problem)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -327,13 +327,17 @@ class PostgresServer:
         return f"postgresql://postgres:{PASSWORD}@127.0.0.1:{self.port}/{name}"
 
     @contextlib.contextmanager
-    def database(self) -> Iterator[PostgresDatabase]:
-        """A fresh, empty database of its own, dropped afterwards."""
+    def database(
+        self, *, name: str | None = None, copy_of: str | None = None
+    ) -> Iterator[PostgresDatabase]:
+        """A database of its own (`name`, else a fresh one), dropped afterwards: empty, or a copy
+        of the database `copy_of` (PostgreSQL copies its files; no one may be connected to it)."""
         import psycopg
 
-        name = f"test_{uuid.uuid4().hex[:12]}"
+        name = name or f"test_{uuid.uuid4().hex[:12]}"
+        template = f' TEMPLATE "{copy_of}"' if copy_of else ""
         with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
+            conn.execute(f'CREATE DATABASE "{name}"{template}')
         try:
             yield PostgresDatabase(name=name, url=self.database_url(name))
         finally:

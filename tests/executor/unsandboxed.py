@@ -36,7 +36,7 @@ from executor.limits import Limits
 from executor.result import OutputCallback, OutputChunk, RunResult, Stream
 from executor.spec import RunSpec
 
-SABOTAGE_UID = 64123
+SABOTAGE_UID = 64128  # its own: no other test module's sandboxes run as it
 HOST_PYTHON = "/usr/bin/python3"
 TEMP_ROOT = Path(tempfile.gettempdir()) / "undoable-unsandboxed"
 

@@ -13,6 +13,8 @@ from django.test import Client, override_settings
 
 from tests.factories import UserFactory
 from tests.fakes.llm_server import FakeLLMServer
+from tests.servers import PostgresDatabase, PostgresServer
+from tests.webapp.on_postgres import migrate
 
 
 @pytest.fixture
@@ -58,3 +60,15 @@ def fake_llm() -> Iterator[FakeLLMServer]:
 def no_llm() -> Iterator[None]:
     with override_settings(LLM_BASE_URL="", LLM_API_KEY=""):
         yield
+
+
+@pytest.fixture(scope="session")
+def postgres_app_template(
+    postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PostgresDatabase]:
+    """A database of the session's PostgreSQL that `manage.py migrate` made, once: tests copy it
+    (`postgres_server.database(copy_of=...)`) rather than migrating one each. Never connected to
+    after: PostgreSQL copies only a database no one is connected to."""
+    with postgres_server.database() as database:
+        migrate(database, tmp_path_factory.mktemp("migrate-var"))
+        yield database

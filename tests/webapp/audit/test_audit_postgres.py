@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from tests.webapp.fresh_interpreter import ROOT
-from tests.webapp.on_postgres import postgres_env
+from tests.webapp.on_postgres import manage, postgres_env
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(600)]
 
@@ -36,24 +36,11 @@ for thread in threads:
 """
 
 
-def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def test_processes_and_threads_append_one_gapless_chain_and_an_edit_is_named(
-    postgres_server, tmp_path
+    postgres_server, postgres_app_template, tmp_path
 ):
-    with postgres_server.database() as database:
+    with postgres_server.database(copy_of=postgres_app_template.name) as database:
         env = postgres_env(database, tmp_path / "var")
-        migrated = manage(env, "migrate", "--noinput", "-v", "0")
-        assert migrated.returncode == 0, migrated.stderr
         processes = [
             subprocess.Popen([sys.executable, "-c", APPENDER], env=env, cwd=ROOT) for _ in range(4)
         ]

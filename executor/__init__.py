@@ -4,10 +4,9 @@ Plain Python, no Django, no process-global state. A program builds one Executor 
 on (the web app: webapp/executor_glue.py, once per process):
 
     from executor import Executor, Limits, RunSpec
-    runner = Executor.start(backend="bwrap", caps=Limits(...), rootfs="/path/to/rootfs")
-    limits = runner.caps.narrowed(wall_time_s=5)
-    result = runner.run(RunSpec(code="print(1+1)"), limits=limits)
-    runner.close()
+    with Executor.start(backend="bwrap", caps=Limits(...), rootfs="/path/to/rootfs") as runner:
+        limits = runner.caps.narrowed(wall_time_s=5)
+        result = runner.run(RunSpec(code="print(1+1)"), limits=limits)
 
 The kinds' types (workspaces, db targets, sessions) live in their modules (executor/kinds,
 executor/sessions); the web app reaches them through webapp/executor_glue.py only.

@@ -59,7 +59,8 @@ class Executor:
 
     Build it with `Executor.start(backend="bwrap", caps=..., **options)` (raises
     BackendUnavailable when the backend cannot run safely) or around a backend already built;
-    `close()` removes what the backend holds (sandboxes, containers, cgroups).
+    `close()`, or leaving its `with` block, removes what the backend holds (sandboxes,
+    containers, cgroups).
     """
 
     def __init__(self, backend: Backend, *, caps: Limits | None = None) -> None:
@@ -75,6 +76,12 @@ class Executor:
         """What the backend holds goes. For an orderly exit; what a killed process leaves, the
         next backend's start removes."""
         self.backend.close()
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def run(
         self,

@@ -10,7 +10,7 @@ import pytest
 from django.test import override_settings
 from django.urls import reverse
 
-from executor import BackendUnavailable, RunSpec
+from executor import BackendUnavailable, Executor, RunSpec
 from tests.factories import QueryFactory
 from webapp import executor_glue
 from webapp.executor_glue import executor_get, executor_problem, reset_executor, server_caps
@@ -46,20 +46,25 @@ def test_a_broken_sandbox_fails_closed_and_says_why(broken_sandbox, owner, owner
     assert "The sandbox is unavailable" in page
 
 
-def test_a_forked_child_builds_its_own_and_leaves_the_parents(sandbox_backend) -> None:
-    """As Celery's prefork children do: the child's Executor is its own; the parent's still runs."""
-    parent = executor_get()
+def in_a_forked_child(parent: Executor, *, sabotage: bool = False) -> list[object]:
+    """Fork as Celery's prefork pool does; the child reports whether its Executor is its own
+    and what `print(1 + 1)` printed through it. `sabotage`: the glue cannot tell the child from
+    its parent (their pids read alike), and the child runs nothing on what it got."""
+    parent_pid = os.getpid()
     reading, writing = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report, and leave without running pytest's teardown
         status = 1
         try:
             os.close(reading)
+            if sabotage:
+                executor_glue.os.getpid = lambda: parent_pid
             child = executor_get()
-            result = child.run(RunSpec(code="print(1 + 1)"))
             own = child is not parent and child.backend is not parent.backend
-            os.write(writing, json.dumps([own, result.stdout]).encode())
-            reset_executor()
+            stdout = child.run(RunSpec(code="print(1 + 1)")).stdout if own else None
+            os.write(writing, json.dumps([own, stdout]).encode())
+            if own:
+                reset_executor()
             status = 0
         finally:
             os._exit(status)
@@ -68,9 +73,19 @@ def test_a_forked_child_builds_its_own_and_leaves_the_parents(sandbox_backend) -
         reported = json.loads(answer.read() or b"null")
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert reported == [True, "2\n"]
+    return reported
+
+
+def test_a_forked_child_builds_its_own_and_leaves_the_parents(sandbox_backend) -> None:
+    parent = executor_get()
+    assert in_a_forked_child(parent) == [True, "2\n"]
     assert executor_get() is parent
     assert parent.run(RunSpec(code="print(3)")).stdout == "3\n"
+
+
+@pytest.mark.sabotage
+def test_sabotage_a_child_that_looks_like_its_parent_gets_the_parents(sandbox_backend) -> None:
+    assert in_a_forked_child(executor_get(), sabotage=True) == [False, None]
 
 
 def test_a_refused_backend_is_remembered_with_its_message(broken_sandbox, monkeypatch) -> None:

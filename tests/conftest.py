@@ -6,13 +6,13 @@ The session's private servers (tests/servers.py) start on first use: `redis_serv
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
 
-import executor
 from tests import prerequisites, servers
 from tests.local_servers import asgi_serving
 from tests.prerequisites import MISSING, DockerImage, OptionalPiece, chromium_problem, required
@@ -144,7 +144,9 @@ def postgres_server(server_root: servers.ServerRoot) -> servers.PostgresServer:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """After the fixtures' teardown: no process of the session's servers may be left, and no
     quota tmpfs a test mounted under the session's temporary folder."""
-    executor.close()  # the web app's backend, if a test configured it: its cgroups go too
+    glue = sys.modules.get("webapp.executor_glue")
+    if glue is not None:  # the web app's Executor, if a test built it: its cgroups go too
+        glue.executor_close()
     problems = list(_WORKER_PROBLEMS)
     left = [line for root in _ROOTS for line in servers.survivors(root.path, root.pids)]
     if left:

@@ -1,9 +1,11 @@
-"""The one place the web app configures the executor from settings.
+"""The one bridge between the web app and the executor: its Executor, built from settings.
 
-Everything else calls `ensure_executor()` (configures once per process, lazily, so a web process
-that never runs code never starts a sandbox pool) and `run_limits()` for the caps. A backend that
-cannot run safely fails closed: `ensure_executor()` raises BackendUnavailable with the backend's
-own message, and the pages show that message instead of running anything.
+`executor_get()` returns this process's Executor, built on first use (a web process that never
+runs code never starts a sandbox pool) and again in a forked child (Celery's prefork children
+each build their own; the parent's stays the parent's). A backend that cannot run safely fails
+closed: `executor_get()` raises BackendUnavailable with the backend's own message, and the pages
+show that message instead of running anything. The executor's types and helpers the web app
+needs are re-exported here; no other web app module imports `executor` (import-linter).
 """
 
 from __future__ import annotations
@@ -15,40 +17,106 @@ import threading
 
 from django.conf import settings
 
-import executor
-
-# What newer apps (webapp.actions) need of the executor, reached through here only (the
-# import-linter contract "new apps reach the executor through executor_glue").
 from executor import (
-    Backend,
     BackendUnavailable,
+    CancelToken,
+    Executor,
+    ExecutorError,
+    InvalidLimits,
     InvalidSpec,
     Limits,
-    NothingPending,
-    SessionConfig,
-    WorkspaceBusy,
-    validate_relative_path,
+    Mount,
+    NoCapacity,
+    OutputChunk,
+    RunResult,
+    RunSpec,
 )
+from executor.images import OUTPUT_ENV, Image
+from executor.kinds.db import PendingDb, ServerTarget, SqliteTarget
+from executor.kinds.db import Target as DbTarget
+from executor.kinds.db_broker import StatementLog
+from executor.kinds.db_slots import DbCaps
+from executor.kinds.egress import with_forward_output
+from executor.kinds.errors import NothingPending, WorkspaceBusy
+from executor.kinds.fs import FsWorkspace, Reservation
+from executor.kinds.fs_tree import kept_mode
+from executor.kinds.fs_walk import DIR_FLAGS, open_regular, parent_of, remove_at, remove_tree
+from executor.kinds.rehearsal import Rehearsal
+from executor.kinds.reverse_check import fs_reverse_check
+from executor.kinds.undo_check import UndoCheck
+from executor.quota import unmount as quota_unmount
+from executor.sessions.config import SessionConfig
+from executor.sessions.files import FileMissing
+from executor.sessions.manager import (
+    Session,
+    SessionBusy,
+    SessionManager,
+    SessionNotFound,
+    session_root_remove,
+)
+from executor.spec import validate_relative_path
+from executor.stops import limit_line
 
 __all__ = [
+    "DIR_FLAGS",
+    "OUTPUT_ENV",
+    "BackendUnavailable",
+    "CancelToken",
+    "DbCaps",
+    "DbTarget",
+    "Executor",
+    "ExecutorError",
+    "FileMissing",
+    "FsWorkspace",
+    "Image",
+    "InvalidLimits",
     "InvalidSpec",
+    "Limits",
+    "Mount",
+    "NoCapacity",
     "NothingPending",
+    "OutputChunk",
+    "PendingDb",
+    "Rehearsal",
+    "Reservation",
+    "RunResult",
+    "RunSpec",
+    "ServerTarget",
+    "Session",
+    "SessionBusy",
+    "SessionConfig",
+    "SessionManager",
+    "SessionNotFound",
+    "SqliteTarget",
+    "StatementLog",
+    "UndoCheck",
     "WorkspaceBusy",
-    "ensure_executor",
+    "executor_close",
+    "executor_get",
     "executor_problem",
+    "fs_reverse_check",
+    "kept_mode",
+    "limit_line",
+    "open_regular",
+    "parent_of",
+    "quota_unmount",
+    "remove_at",
+    "remove_tree",
     "reset_executor",
     "server_caps",
     "session_config",
     "session_leftovers_remove",
     "session_root",
     "validate_relative_path",
+    "with_forward_output",
 ]
 
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_configured_pid: int | None = None
-_failure: str | None = None
+# This process's pid with its Executor, or with the backend's refusal: a fork (another pid)
+# builds anew.
+_built: tuple[int, Executor | str] | None = None
 # An operator may name the sandbox uid with an account of its own (useradd --system).
 SANDBOX_ACCOUNT = "undoable-sandbox"
 
@@ -100,57 +168,64 @@ def _check_sandbox_uid(uid: int) -> None:
         )
 
 
-def ensure_executor() -> Backend:
-    """Configure the executor once per process (again after a fork) and return the backend.
+def executor_get() -> Executor:
+    """This process's Executor, built from settings on first use (again after a fork).
 
     Raises BackendUnavailable with a message fit for the page when the sandbox cannot run.
     """
-    global _configured_pid, _failure
+    global _built
     pid = os.getpid()
-    if _configured_pid == pid:
-        if _failure is not None:
-            raise BackendUnavailable(_failure)
-        return executor.get_backend()
-    with _lock:
-        if _configured_pid != pid:
-            try:
-                _check_sandbox_uid(settings.EXECUTOR_SANDBOX_UID)
-                caps = server_caps()
-                executor.configure(
-                    backend=settings.EXECUTOR_BACKEND, caps=caps, **_backend_options(caps)
-                )
-                _failure = None
-            except BackendUnavailable as exc:
-                # Remember the refusal: a misconfigured host stays refused until restart, and
-                # every page says why instead of retrying a slow self-check on each request.
-                _failure = str(exc)
-                logger.error(
-                    "sandbox backend unavailable",
-                    extra={"backend": settings.EXECUTOR_BACKEND, "error": _failure},
-                )
-            _configured_pid = pid
-    if _failure is not None:
-        raise BackendUnavailable(_failure)
-    return executor.get_backend()
+    built = _built
+    if built is None or built[0] != pid:
+        with _lock:
+            if _built is None or _built[0] != pid:
+                # A parent's Executor (we are its forked child) is left alone: its sandboxes,
+                # pools and cgroups are the parent's to close.
+                _built = (pid, _build())
+            built = _built
+    if isinstance(built[1], str):
+        raise BackendUnavailable(built[1])
+    return built[1]
+
+
+def _build() -> Executor | str:
+    try:
+        _check_sandbox_uid(settings.EXECUTOR_SANDBOX_UID)
+        caps = server_caps()
+        return Executor.start(
+            backend=settings.EXECUTOR_BACKEND, caps=caps, **_backend_options(caps)
+        )
+    except BackendUnavailable as exc:
+        # Remember the refusal: a misconfigured host stays refused until restart, and every
+        # page says why instead of retrying a slow self-check on each request.
+        logger.error(
+            "sandbox backend unavailable",
+            extra={"backend": settings.EXECUTOR_BACKEND, "error": str(exc)},
+        )
+        return str(exc)
 
 
 def executor_problem() -> str | None:
-    """The backend's refusal message, or None when it is configured (or not tried yet)."""
-    return _failure if _configured_pid == os.getpid() else None
-
-
-def reset_executor() -> None:
-    """Forget the configuration (tests that switch settings call this)."""
-    global _configured_pid, _failure
-    with _lock:
-        _configured_pid = None
-        _failure = None
+    """The backend's refusal message, or None when it is built (or not tried yet)."""
+    built = _built
+    if built is None or built[0] != os.getpid() or not isinstance(built[1], str):
+        return None
+    return built[1]
 
 
 def executor_close() -> None:
-    """The server is stopping: its backend's sandboxes, containers and cgroups go now, not at
-    the next start's sweep."""
-    executor.close()
+    """Close this process's Executor, if it built one: its sandboxes, containers and cgroups go
+    now, not at the next start's sweep. The next `executor_get()` builds another (tests that
+    switch settings call this; so does the server as it stops)."""
+    global _built
+    with _lock:
+        built, _built = _built, None
+    if built is not None and built[0] == os.getpid() and not isinstance(built[1], str):
+        built[1].close()
+
+
+# Tests that switch settings say what they mean by it.
+reset_executor = executor_close
 
 
 def session_root() -> str:
@@ -172,8 +247,8 @@ def session_leftovers_remove() -> list[int]:
         if pid == os.getpid() or _process_exists(pid):
             continue
         try:
-            executor.session_root_remove(str(child))
-        except (OSError, executor.ExecutorError) as exc:
+            session_root_remove(str(child))
+        except (OSError, ExecutorError) as exc:
             logger.warning(
                 "a dead process's sessions folder stays", extra={"pid": pid, "error": str(exc)}
             )
@@ -199,8 +274,7 @@ def session_config() -> SessionConfig:
 
     Fails closed exactly like stateless runs: no session starts on a backend that is refused.
     """
-    ensure_executor()
-    caps = executor.caps()
+    caps = executor_get().caps
     return SessionConfig(
         root_dir=session_root(),
         limits=caps.narrowed(

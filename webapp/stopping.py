@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from executor import CancelToken
+from webapp.executor_glue import CancelToken
 
 # Why a run or a request the server did not finish ended: a run's error, a request's 503.
 SERVER_STOPPED = "The server stopped before the run ended."

@@ -16,7 +16,6 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import Router, Schema
 from pydantic import ValidationError
 
-from executor import RunResult
 from webapp.admission.gate import within_quota
 from webapp.admission.ratelimit import QuotaExceeded
 from webapp.agents.api_errors import (
@@ -30,6 +29,7 @@ from webapp.agents.exec_services import exec_build_spec, exec_run, result_json
 from webapp.agents.models import ApiToken
 from webapp.agents.schemas import ApiError, ExecIn, JsonBodyParser, body_validation_message
 from webapp.audit.tally import audit_count
+from webapp.executor_glue import RunResult
 
 
 class ExecOut(Schema):

@@ -10,10 +10,19 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-import executor
-from executor import InvalidSpec, OutputChunk, RunResult, RunSpec
 from webapp.agents import conf
 from webapp.agents.schemas import ApiError, ExecIn, check_timeout
+from webapp.executor_glue import (
+    BackendUnavailable,
+    InvalidLimits,
+    InvalidSpec,
+    NoCapacity,
+    OutputChunk,
+    RunResult,
+    RunSpec,
+    executor_get,
+    server_caps,
+)
 from webapp.stopping import SERVER_STOPPED, ended_when_the_server_stops
 
 logger = logging.getLogger(__name__)
@@ -53,7 +62,7 @@ def exec_build_spec(payload: ExecIn) -> tuple[RunSpec, float]:
         raise ApiError(413, f"files are larger than {conf.get_int('AGENTS_MAX_FILES_BYTES')} bytes")
     if _utf8_len(payload.stdin) > conf.get_int("AGENTS_MAX_STDIN_BYTES"):
         raise ApiError(413, "stdin is too large")
-    timeout = check_timeout(payload.timeout_s, executor.caps().wall_time_s)
+    timeout = check_timeout(payload.timeout_s, server_caps().wall_time_s)
     try:
         spec = RunSpec(
             code=payload.code,
@@ -77,27 +86,25 @@ def _utf8(text: str, what: str) -> bytes:
 
 def exec_run(spec: RunSpec, *, timeout_s: float) -> tuple[RunResult, str]:
     """Run `spec` in a fresh sandbox; returns the result and stdout+stderr as they interleaved."""
-    from webapp.executor_glue import ensure_executor
-
     chunks: list[str] = []
 
     def on_output(chunk: OutputChunk) -> None:
         chunks.append(chunk.text)
 
     try:
-        ensure_executor()
-        caps = executor.caps()
+        executor = executor_get()
+        caps = executor.caps
         limits = caps.narrowed(wall_time_s=timeout_s, cpu_time_s=min(timeout_s, caps.cpu_time_s))
         with ended_when_the_server_stops() as cancel:
             result = executor.run(spec, limits=limits, on_output=on_output, cancel=cancel)
         if cancel.cancelled:
             raise ApiError(503, SERVER_STOPPED, retry_after_s=5)
-    except executor.NoCapacity as exc:
+    except NoCapacity as exc:
         raise ApiError(503, f"no sandbox capacity: {exc}", retry_after_s=1) from None
-    except executor.BackendUnavailable as exc:
+    except BackendUnavailable as exc:
         logger.error("executor unavailable", extra={"error": str(exc)})
         raise ApiError(503, "the sandbox is unavailable on this server", retry_after_s=5) from None
-    except (InvalidSpec, executor.InvalidLimits) as exc:
+    except (InvalidSpec, InvalidLimits) as exc:
         raise ApiError(400, str(exc)) from None
     combined = "".join(chunks) if chunks else result.stdout + result.stderr
     return result, combined

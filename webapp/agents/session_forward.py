@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 from django.http import HttpRequest, HttpResponse
 
-import executor
 from webapp.agents.schemas import ApiError
 from webapp.agents.session_services import HeldByPeer, worker_name
+from webapp.executor_glue import server_caps
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ async def forward(request: HttpRequest, peer: HeldByPeer) -> HttpResponse:
     # address, which the holder's ALLOWED_HOSTS need not list.
     headers["Host"] = request.get_host()
     url = peer.address.rstrip("/") + request.get_full_path()
-    timeout = httpx.Timeout(executor.caps().wall_time_s + _ANSWER_MARGIN_S, connect=2.0)
+    timeout = httpx.Timeout(server_caps().wall_time_s + _ANSWER_MARGIN_S, connect=2.0)
     body = request.read()  # not request.body: a session file may exceed the form-data limit
     try:
         async with httpx.AsyncClient(timeout=timeout) as client:

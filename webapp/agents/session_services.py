@@ -26,11 +26,19 @@ from django.db import close_old_connections
 from django.db.models import QuerySet
 from django.utils import timezone
 
-import executor
-from executor import Session, SessionManager, SessionNotFound
 from webapp.agents import conf
 from webapp.agents.models import AgentSession, ApiToken
 from webapp.agents.schemas import ApiError
+from webapp.executor_glue import (
+    BackendUnavailable,
+    NoCapacity,
+    Session,
+    SessionManager,
+    SessionNotFound,
+    executor_get,
+    session_config,
+    session_leftovers_remove,
+)
 from webapp.reliability.workers import BeatThread, process_address, process_beat, process_state
 
 logger = logging.getLogger(__name__)
@@ -70,11 +78,8 @@ def session_manager() -> SessionManager:
     global _manager, _manager_pid
     with _lock:
         if _manager is None or _manager_pid != os.getpid():
-            from webapp.executor_glue import session_config, session_leftovers_remove
-
             session_leftovers_remove()  # what a killed server before us left mounted
-            config = session_config()  # configures the executor: its backend starts them
-            _manager = SessionManager(config, executor.get_backend(), on_close=_mark_closed)
+            _manager = executor_get().session_manager(session_config(), on_close=_mark_closed)
             _manager_pid = os.getpid()
             _start_beat()
         return _manager
@@ -112,7 +117,7 @@ def session_create(*, token: ApiToken) -> AgentSession:
     owner = token.owner
     try:
         manager = session_manager()
-    except executor.BackendUnavailable as exc:
+    except BackendUnavailable as exc:
         logger.error("session sandboxes unavailable", extra={"error": str(exc)})
         raise ApiError(503, "the sandbox is unavailable on this server", retry_after_s=5) from None
     live = AgentSession.objects.filter(owner=owner, closed_at__isnull=True)
@@ -124,7 +129,7 @@ def session_create(*, token: ApiToken) -> AgentSession:
         raise ApiError(429, f"at most {cap} live sessions per user; delete one", retry_after_s=60)
     try:
         session = manager.create()
-    except executor.NoCapacity as exc:
+    except NoCapacity as exc:
         raise ApiError(503, str(exc), retry_after_s=5) from None
     now = timezone.now()
     return AgentSession.objects.create(

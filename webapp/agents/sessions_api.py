@@ -9,7 +9,6 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import Router, Schema
 
-from executor import FileMissing, InvalidSpec, RunResult, Session, SessionBusy
 from webapp.admission.gate import spend_rate, within_quota
 from webapp.agents import conf
 from webapp.agents.exec_api import (
@@ -30,6 +29,7 @@ from webapp.agents.session_services import (
     session_touch,
 )
 from webapp.audit.tally import audit_count
+from webapp.executor_glue import FileMissing, InvalidSpec, RunResult, Session, SessionBusy
 
 router = Router(tags=["sessions"])
 

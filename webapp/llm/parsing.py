@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from executor import OUTPUT_ENV
+from webapp.executor_glue import OUTPUT_ENV
 from webapp.llm.errors import LLMBadAnswer
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)

@@ -13,13 +13,20 @@ import redis
 from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.utils import timezone
 
-import executor
-from executor import CancelToken, ExecutorError, Image, Limits, RunResult, RunSpec, limit_line
 from webapp import lifecycle
 from webapp.audit.services import audit_run_end
 from webapp.credentials.handoff import credentials_take
 from webapp.credentials.masking import mask_text
-from webapp.executor_glue import ensure_executor
+from webapp.executor_glue import (
+    CancelToken,
+    ExecutorError,
+    Image,
+    Limits,
+    RunResult,
+    RunSpec,
+    executor_get,
+    limit_line,
+)
 from webapp.reliability import conf
 from webapp.reliability.workers import current_worker
 from webapp.runs.ended import run_ended
@@ -38,7 +45,7 @@ def run_job(run: Run, *, env: dict[str, str]) -> contextlib.AbstractContextManag
     """The run's job: `.spec`, `.limits`, `.mounts` to start, `.finish(result)` after (the fs, db
     and rest kinds' come from the job sources webapp.workspaces registers: webapp.runs.jobs)."""
     spec = RunSpec(code=run.code, language=run.language, env=env)
-    caps = executor.caps()
+    caps = executor_get().caps
     limits = caps.narrowed(
         max_output_bytes=min(caps.max_output_bytes, run.output_cap_bytes),
         wall_time_s=min(caps.wall_time_s, run.wall_time_s) if run.wall_time_s else None,
@@ -66,7 +73,7 @@ def run_execute(*, run_id: int, cancel: RunCancel) -> None:
         if missing:
             _finish(run, sink, RunStatus.FAILED, error=_missing_message(missing))
             return
-        ensure_executor()
+        executor = executor_get()
         with run_job(run, env=credentials) as job:
             watcher = threading.Thread(
                 target=_watch,

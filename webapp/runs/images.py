@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from django.http import Http404, HttpResponse
 from django.urls import reverse
 
-from executor import Image
+from webapp.executor_glue import Image
 from webapp.runs.models import Run, RunImage
 from webapp.runs.payloads import ImagePayload
 

@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 
-from executor import Limits, Mount, RunResult, RunSpec
+from webapp.executor_glue import Limits, Mount, RunResult, RunSpec
 from webapp.queries.models import QueryKind
 from webapp.runs.models import Run
 

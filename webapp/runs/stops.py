@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.core.cache import cache
 
-from executor import CancelToken
+from webapp.executor_glue import CancelToken
 
 # How often a running run's watcher looks for a Stop (webapp.runs.execution._watch).
 STOP_POLL_INTERVAL_S = 0.2

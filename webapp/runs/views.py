@@ -12,9 +12,8 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from executor import BackendUnavailable
 from webapp import llm
-from webapp.executor_glue import ensure_executor, executor_problem
+from webapp.executor_glue import BackendUnavailable, executor_get, executor_problem
 from webapp.json_body import BadJsonBody, bad_json_body_response, json_body_model
 from webapp.queries import services as query_services
 from webapp.queries.models import Query
@@ -35,7 +34,7 @@ def _sandbox_problem() -> str | None:
     if runner_backend().out_of_process:
         return executor_problem()
     try:
-        ensure_executor()
+        executor_get()
     except BackendUnavailable as exc:
         return str(exc)
     return None

@@ -22,7 +22,8 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
-from executor import (
+from webapp import lifecycle
+from webapp.executor_glue import (
     DbCaps,
     DbTarget,
     ExecutorError,
@@ -34,11 +35,8 @@ from executor import (
     SqliteTarget,
     StatementLog,
     UndoCheck,
-    db_prepared,
-    sandbox_host_uid,
+    executor_get,
 )
-from webapp import lifecycle
-from webapp.executor_glue import ensure_executor
 from webapp.queries.models import Query
 from webapp.runs.jobs import KindJob
 from webapp.runs.models import Run
@@ -92,7 +90,7 @@ def db_options(query: Query, limits: Limits, url_env: str) -> dict[str, Any]:
     return {
         "control_base": control_base(),
         "allow_private": allow_private(),
-        "owner_uid": sandbox_host_uid(ensure_executor()),
+        "owner_uid": executor_get().sandbox_host_uid,
         "max_db_bytes": limits.workdir_quota_mib * 1024 * 1024,
         "hide_env": (url_env,),
         "memory_mib": settings.UNDOABLE_DB_MEMORY_MIB,
@@ -105,7 +103,7 @@ def db_options(query: Query, limits: Limits, url_env: str) -> dict[str, Any]:
 def db_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
     target, url_env = db_target(run.query, spec.env)
     engine = target.engine if isinstance(target, ServerTarget) else "sqlite"
-    with db_prepared(
+    with executor_get().db_prepared(
         spec,
         limits=limits,
         target=target,

@@ -14,8 +14,8 @@ import logging
 import os
 from collections.abc import Iterator
 
-from executor import InvalidSpec, WorkspaceBusy, open_regular, parent_of, remove_at
-from executor import validate_relative_path as checked
+from webapp.executor_glue import InvalidSpec, WorkspaceBusy, open_regular, parent_of, remove_at
+from webapp.executor_glue import validate_relative_path as checked
 from webapp.workspaces import uploads
 from webapp.workspaces.models import Workspace
 from webapp.workspaces.services import workspace_fs

@@ -14,9 +14,7 @@ import dataclasses
 import logging
 from typing import Any
 
-import executor
-from executor import ExecutorError, Limits, RunResult, RunSpec, egress_prepared, sandbox_host_uid
-from webapp.executor_glue import ensure_executor
+from webapp.executor_glue import ExecutorError, Limits, RunResult, RunSpec, executor_get
 from webapp.runs.models import Run, RunDirection
 from webapp.workspaces.jobs import allow_private
 from webapp.workspaces.models import control_base
@@ -31,11 +29,11 @@ def probe_after_reverse(run: Run, spec: RunSpec, limits: Limits, reverse: RunRes
     if run.direction != RunDirection.REVERSE or not code.strip() or not reverse.ok:
         return
     try:
-        with egress_prepared(
+        executor = executor_get()
+        with executor.egress_prepared(
             dataclasses.replace(spec, code=code),
             limits=limits,
             control_base=control_base(),
-            uid=sandbox_host_uid(ensure_executor()),
             allow_private=allow_private(),
         ) as job:
             result = executor.run(job.spec, limits=job.limits, mounts=job.mounts)

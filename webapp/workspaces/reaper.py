@@ -15,9 +15,9 @@ import logging
 from django.conf import settings
 from django.utils import timezone
 
-from executor import NothingPending, Reservation
 from webapp import lifecycle
 from webapp.audit.services import audit_change
+from webapp.executor_glue import NothingPending, Reservation
 from webapp.runs.models import RunStatus
 from webapp.workspaces.models import OPEN_STATUSES, ChangeStatus, PendingChange
 from webapp.workspaces.services import change_set, workspace_for_query, workspace_fs

@@ -1,5 +1,5 @@
 """A query's forward and reverse programs rehearsed on a throwaway copy of what they work on
-(executor.rehearse_fs / rehearse_db): the fs workspace, the SQLite file, or one PostgreSQL
+(Executor.rehearse_fs / rehearse_db): the fs workspace, the SQLite file, or one PostgreSQL
 transaction that is always rolled back. The services that keep the verdict are
 webapp.actions.rehearsals.
 """
@@ -8,9 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import executor
-from executor import ExecutorError, RunResult, RunSpec
-from webapp.executor_glue import ensure_executor
+from webapp.executor_glue import (
+    ExecutorError,
+    Rehearsal,
+    RunResult,
+    RunSpec,
+    WorkspaceBusy,
+    executor_get,
+)
 from webapp.queries.models import Query
 from webapp.workspaces.db_runs import db_options, db_target
 from webapp.workspaces.models import control_base
@@ -20,11 +25,11 @@ from webapp.workspaces.services import workspace_for_query, workspace_fs
 def query_rehearse(
     query: Query, credentials: dict[str, str], wall_time_s: float | None = None
 ) -> dict[str, Any]:
-    """The verdict as JSON (executor.Rehearsal.as_json). Two sandbox runs, on this thread.
+    """The verdict as JSON (Rehearsal.as_json). Two sandbox runs, on this thread.
     Raises WorkspaceBusy when the workspace is held by another run."""
     try:
         return _rehearse(query, credentials, wall_time_s).as_json()
-    except executor.WorkspaceBusy:
+    except WorkspaceBusy:
         raise
     except ExecutorError as exc:
         return {
@@ -35,11 +40,9 @@ def query_rehearse(
         }
 
 
-def _rehearse(
-    query: Query, credentials: dict[str, str], wall_time_s: float | None
-) -> executor.Rehearsal:
-    ensure_executor()
-    caps = executor.caps()
+def _rehearse(query: Query, credentials: dict[str, str], wall_time_s: float | None) -> Rehearsal:
+    executor = executor_get()
+    caps = executor.caps
     limits = caps.narrowed(wall_time_s=min(caps.wall_time_s, wall_time_s)) if wall_time_s else caps
     forward = RunSpec(code=query.forward_code, language=query.language, env=credentials)
 
@@ -48,9 +51,6 @@ def _rehearse(
         env = {**credentials, "FORWARD_OUTPUT": result.stdout.replace("\x00", "")[-100_000:]}
         return RunSpec(code=query.reverse_code, language=query.language, env=env)
 
-    def run(job: Any) -> RunResult:
-        return executor.run(job.spec, limits=job.limits, mounts=job.mounts)
-
     if query.kind == "fs":
         return executor.rehearse_fs(
             forward,
@@ -58,8 +58,6 @@ def _rehearse(
             limits=limits,
             workspace=workspace_fs(workspace_for_query(query)),
             scratch=control_base(),
-            uid=executor.sandbox_host_uid(ensure_executor()),
-            run=run,
             quota_bytes=limits.workdir_quota_mib * 1024 * 1024,
         )
     target, url_env = db_target(query, credentials)
@@ -69,6 +67,5 @@ def _rehearse(
         limits=limits,
         target=target,
         run_id=f"rehearsal-{query.pk}",
-        run=run,
         **db_options(query, limits, url_env),
     )

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from executor import ExecutorError, FsWorkspace, quota_unmount, remove_tree
+from webapp.executor_glue import ExecutorError, FsWorkspace, quota_unmount, remove_tree
 from webapp.workspaces.models import Workspace, workspaces_root
 
 logger = logging.getLogger(__name__)

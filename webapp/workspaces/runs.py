@@ -3,7 +3,7 @@
 Called by webapp.runs.execution on the worker, around the one sandbox run:
 
     with kind_job(run, spec, limits) as job:
-        result = executor.run(job.spec, limits=job.limits, mounts=job.mounts, ...)
+        result = executor_get().run(job.spec, limits=job.limits, mounts=job.mounts, ...)
         job.finish(result)
 
 The lifecycles are the executor's own (`fs.prepared`, `db.prepared`, `egress.prepared`), the
@@ -18,16 +18,13 @@ import dataclasses
 import logging
 from collections.abc import Iterator
 
-from executor import (
+from webapp.executor_glue import (
     Limits,
     RunResult,
     RunSpec,
-    egress_prepared,
-    fs_prepared,
-    sandbox_host_uid,
+    executor_get,
     with_forward_output,
 )
-from webapp.executor_glue import ensure_executor
 from webapp.runs.jobs import KindJob
 from webapp.runs.models import Run, RunDirection, RunStatus
 from webapp.runs.selectors import run_output_text
@@ -58,11 +55,10 @@ def rest_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
     spec = dataclasses.replace(spec, allowed_hosts=tuple(run.query.hosts))
     if run.direction == RunDirection.REVERSE:
         spec = with_forward_output(spec, forward_output(run))
-    with egress_prepared(
+    with executor_get().egress_prepared(
         spec,
         limits=limits,
         control_base=control_base(),
-        uid=sandbox_host_uid(ensure_executor()),
         allow_private=allow_private(),
     ) as job:
 
@@ -81,14 +77,12 @@ def rest_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
 @contextlib.contextmanager
 def fs_job(run: Run, spec: RunSpec, limits: Limits) -> Iterator[KindJob]:
     workspace = workspace_for_query(run.query)
-    uid = sandbox_host_uid(ensure_executor())
     # WorkspaceBusy here fails the run with its message ("in use by run N").
-    with fs_prepared(
+    with executor_get().fs_prepared(
         spec,
         limits=limits,
         workspace=workspace_fs(workspace),
         run_id=str(run.pk),
-        uid=uid,
         quota_bytes=limits.workdir_quota_mib * 1024 * 1024,
     ) as job:
         change = PendingChange.objects.create(run=run, kind="fs")

@@ -17,17 +17,16 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.utils import timezone
 
-from executor import (
+from webapp import lifecycle, llm
+from webapp.audit.services import audit_change
+from webapp.executor_glue import (
     FsWorkspace,
     InvalidSpec,
     NothingPending,
     WorkspaceBusy,
+    executor_get,
     fs_reverse_check,
-    sandbox_host_uid,
 )
-from webapp import lifecycle, llm
-from webapp.audit.services import audit_change
-from webapp.executor_glue import ensure_executor
 from webapp.queries.models import Query
 from webapp.runs.models import Run, RunDirection
 from webapp.runs.payloads import ChangePayload, ChangeUpdatedEvent
@@ -165,7 +164,7 @@ def _decide(change: PendingChange, *, keep: bool) -> PendingChange:
     if pending is None or pending.run_id != str(change.run_id):
         raise NothingPending("this change is not waiting for a decision any more")
     if keep:
-        uid = sandbox_host_uid(ensure_executor())
+        uid = executor_get().sandbox_host_uid
         change.changes = [c.as_dict() for c in pending.keep(owner_uid=uid)]
         if change.run.direction == RunDirection.REVERSE:
             change.undo_check = _reverse_check(fs, change)
@@ -181,7 +180,7 @@ def _decide(change: PendingChange, *, keep: bool) -> PendingChange:
 
 def _reverse_check(fs: FsWorkspace, change: PendingChange) -> dict[str, object] | None:
     """What a kept reverse program left different from the workspace the forward run before
-    it began from (executor.fs_reverse_check; a report, not an alarm)."""
+    it began from (fs_reverse_check; a report, not an alarm)."""
     reverse = change.run
     forward = (
         Run.objects.filter(

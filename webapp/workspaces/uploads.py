@@ -34,7 +34,7 @@ from typing import IO
 
 from django.core.files.uploadedfile import UploadedFile
 
-from executor import (
+from webapp.executor_glue import (
     DIR_FLAGS,
     InvalidSpec,
     kept_mode,

@@ -12,9 +12,9 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
-from executor import ExecutorError
 from webapp import llm
 from webapp.body_caps import body_cap
+from webapp.executor_glue import ExecutorError
 from webapp.queries import services as query_services
 from webapp.queries.models import Query
 from webapp.queries.selectors import get_query_for_user

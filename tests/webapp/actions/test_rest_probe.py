@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from executor import egress_prepared
+from executor import Executor
 from tests.fakes.llm_server import tool_call
 from webapp.audit.models import AuditEntry
-from webapp.workspaces import probes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fakes"))
 from slack_server import FakeSlackServer  # noqa: E402
@@ -117,12 +116,13 @@ def test_the_llms_proposal_may_declare_a_probe(owner, fake_llm):
 def test_sabotage_a_probe_given_more_hosts_than_the_action_reaches_them(owner, monkeypatch):
     with FakeSlackServer(token=TOKEN) as slack, FakeSlackServer(token=TOKEN) as other:
         widened = f"127.0.0.1:{other.port}"
+        egress_prepared = Executor.egress_prepared
 
-        def more_hosts(spec, **options):
+        def more_hosts(self, spec, **options):  # the reverse run's too: it calls only slack
             hosts = (*spec.allowed_hosts, widened)
-            return egress_prepared(dataclasses.replace(spec, allowed_hosts=hosts), **options)
+            return egress_prepared(self, dataclasses.replace(spec, allowed_hosts=hosts), **options)
 
-        monkeypatch.setattr(probes, "egress_prepared", more_hosts)
+        monkeypatch.setattr(Executor, "egress_prepared", more_hosts)
         elsewhere = GONE.replace('os.environ["SLACK_URL"]', repr(other.base_url))
         undone(owner, slack, reverse_code=DELETE, probe=elsewhere)
         assert other.calls()  # the policy switched off: the probe reached the other host

@@ -11,7 +11,7 @@ import pytest
 from executor.backends.docker.session_container import SESSION_LABEL
 from executor.errors import BackendUnavailable
 from webapp.agents.session_services import reset_session_manager
-from webapp.executor_glue import ensure_executor, reset_executor
+from webapp.executor_glue import executor_get, reset_executor
 
 pytestmark = pytest.mark.django_db
 
@@ -53,7 +53,7 @@ def test_a_server_that_cannot_start_session_sandboxes_answers_503(owner, monkeyp
     def refuse(self, **options):
         raise BackendUnavailable("no sandbox here")
 
-    monkeypatch.setattr(type(ensure_executor()), "open_session", refuse)
+    monkeypatch.setattr(type(executor_get().backend), "open_session", refuse)
     reset_session_manager()
 
     response = owner.post("/api/v1/sessions", {})

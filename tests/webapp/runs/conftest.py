@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from django.test import override_settings
 
-from webapp.executor_glue import ensure_executor, reset_executor
+from webapp.executor_glue import executor_get, reset_executor
 from webapp.runs import runner
 
 
@@ -15,8 +15,7 @@ from webapp.runs import runner
 def sandbox_backend():
     """The real sandbox, configured from settings once for the session (as in production)."""
     reset_executor()
-    backend = ensure_executor()
-    yield backend
+    yield executor_get()
     runner.shutdown()
 
 

@@ -10,11 +10,9 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
-import executor
 from executor import BackendUnavailable, CancelToken, RunResult, RunSpec
-from executor.sessions.manager import SessionManager
 from tests.webapp.runs.waiting import wait_until
-from webapp.executor_glue import ensure_executor, reset_executor, session_config
+from webapp.executor_glue import executor_get, reset_executor, session_config
 
 # Not the default either, so the test sees the setting arrive, not a constant.
 UID = 65601
@@ -32,7 +30,7 @@ def configured_uid(sandbox_backend, settings) -> Iterator[int]:
 def default_backend_after() -> Iterator[None]:
     yield
     reset_executor()
-    ensure_executor()  # the session's sandbox_backend again, for the tests that follow
+    executor_get()  # the session's sandbox_backend again, for the tests that follow
 
 
 def host_processes_of(uid: int) -> list[int]:
@@ -49,7 +47,7 @@ def host_processes_of(uid: int) -> list[int]:
 
 
 def test_a_run_sandbox_runs_as_the_configured_uid(configured_uid):
-    ensure_executor()
+    executor = executor_get()
     cancel = CancelToken()
     results: list[RunResult] = []
     runner = threading.Thread(
@@ -67,7 +65,7 @@ def test_a_run_sandbox_runs_as_the_configured_uid(configured_uid):
 
 
 def test_a_session_writes_its_files_as_the_configured_uid(configured_uid):
-    manager = SessionManager(session_config(), ensure_executor())
+    manager = executor_get().session_manager(session_config())
     try:
         session = manager.create()
         result = session.exec("open('mine.txt', 'w').write('x')\n")
@@ -82,4 +80,4 @@ def test_a_uid_an_account_owns_is_refused(sandbox_backend):
     with override_settings(EXECUTOR_SANDBOX_UID=65534):
         reset_executor()
         with pytest.raises(BackendUnavailable, match="nobody"):
-            ensure_executor()
+            executor_get()

@@ -85,8 +85,6 @@ def test_deny_the_program_never_holds_the_mariadb_credential(url):
 
 @pytest.mark.sabotage
 def test_sabotage_a_mariadb_credential_left_in_the_environment_is_found(url, monkeypatch):
-    prepared = workspace_db_runs.db_prepared
-    monkeypatch.setattr(
-        workspace_db_runs, "db_prepared", lambda *a, **k: prepared(*a, **{**k, "hide_env": ()})
-    )
+    options = workspace_db_runs.db_options
+    monkeypatch.setattr(workspace_db_runs, "db_options", lambda *a: {**options(*a), "hide_env": ()})
     assert credential_breaches(url) != []

@@ -10,8 +10,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from webapp.audit.keys import audit_key
-
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -56,6 +54,10 @@ print(session.session_key)
 def worker_audit_key() -> str:
     """The audit key for a worker started on this test process's database: its DATABASE_URL
     leaves it no embedded key file, and a run's end it records must verify with the others."""
+    # Imported here: the peers bench imports this module from a venv without the web app's
+    # packages (make bench-peers).
+    from webapp.audit.keys import audit_key
+
     return audit_key().decode()
 
 
